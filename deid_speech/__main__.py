@@ -1,0 +1,5 @@
+import sys
+
+from deid_speech.cli import main
+
+sys.exit(main())

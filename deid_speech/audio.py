@@ -1,0 +1,104 @@
+"""Audio I/O: read any rate/channel count, a 16 kHz mono view for the models, and a
+writer that keeps the input's rate, channels, length and container, atomically."""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from math import gcd
+from pathlib import Path
+
+import numpy as np
+
+from deid_speech.errors import DeidError
+
+MODEL_RATE = 16000
+EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
+
+
+@dataclass(frozen=True)
+class Audio:
+    """Samples as float32 ``(frames, channels)`` plus what is needed to write them back."""
+
+    samples: np.ndarray
+    sample_rate: int
+    format: str = "WAV"
+    subtype: str | None = None
+
+    @property
+    def channels(self) -> int:
+        return self.samples.shape[1]
+
+    @property
+    def duration(self) -> float:
+        return self.samples.shape[0] / self.sample_rate
+
+    def mono16k(self) -> np.ndarray:
+        """Mixdown to mono and resample to 16 kHz float32, for detection."""
+        return resample(self.samples.mean(axis=1), self.sample_rate, MODEL_RATE)
+
+
+def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if sr_in == sr_out:
+        return x
+    from scipy.signal import resample_poly
+
+    g = gcd(sr_in, sr_out)
+    return resample_poly(x, sr_out // g, sr_in // g, axis=0).astype(np.float32)
+
+
+def load(path: str | os.PathLike) -> Audio:
+    """Read an audio file; raise DeidError with a one-line reason for anything unusable."""
+    import soundfile as sf
+
+    p = Path(path)
+    if not p.exists():
+        raise DeidError(f"{p}: no such file")
+    if p.is_dir():
+        raise DeidError(f"{p}: is a directory, not an audio file")
+    if p.stat().st_size == 0:
+        raise DeidError(f"{p}: empty file (0 bytes)")
+    try:
+        info = sf.info(str(p))
+        data, sr = sf.read(str(p), dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DeidError(f"{p}: cannot read audio ({msg})") from None
+    if data.shape[0] == 0:
+        raise DeidError(f"{p}: audio has zero length")
+    if sr < 4000:
+        raise DeidError(f"{p}: sample rate {sr} Hz is too low for speech (need >= 4000 Hz)")
+    if not np.isfinite(data).all():
+        raise DeidError(f"{p}: audio contains NaN or infinite samples")
+    return Audio(data, int(sr), info.format, info.subtype)
+
+
+def save(audio: Audio, path: str | os.PathLike) -> None:
+    """Write atomically (temp file in the same folder, then rename)."""
+    import soundfile as sf
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=p.suffix, dir=p.parent)
+    os.close(fd)
+    try:
+        data = np.clip(audio.samples, -1.0, 1.0)
+        sf.write(tmp, data, audio.sample_rate, format=audio.format, subtype=audio.subtype)
+        os.replace(tmp, p)
+    except Exception as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise DeidError(f"{p}: cannot write audio ({e})") from None
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=p.suffix, dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except Exception:
+        Path(tmp).unlink(missing_ok=True)
+        raise

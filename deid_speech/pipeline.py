@@ -1,0 +1,155 @@
+"""The redaction job: audio in, spans, audio and transcript out (in memory), and the
+file-level wrapper that writes ``X.redacted.<ext>`` + ``X.redacted.json`` fail-closed."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deid_speech.audio import EXTENSIONS, Audio, load, save, write_text_atomic
+from deid_speech.errors import DeidError
+from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text
+from deid_speech.types import LABELS, Span, Transcript
+
+SCHEMA_VERSION = 1
+SYSTEMS = ("cascade", "e2e")
+
+
+@dataclass(frozen=True)
+class RedactConfig:
+    system: str = "cascade"
+    asr_model: str = "tiny.en"
+    labels: tuple[str, ...] = LABELS
+    redact: RedactOptions = field(default_factory=RedactOptions)
+    spacy_model: str | None = None
+    min_score: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.system not in SYSTEMS:
+            raise DeidError(f"unknown system {self.system!r}; choose from {', '.join(SYSTEMS)}")
+        bad = [x for x in self.labels if x not in LABELS]
+        if bad or not self.labels:
+            raise DeidError(f"unknown label(s) {', '.join(bad) or '(none given)'}; "
+                            f"choose from {', '.join(LABELS)}")
+
+
+@dataclass(frozen=True)
+class RedactResult:
+    audio: Audio
+    spans: list[Span]
+    transcript: Transcript
+    redacted_transcript: str
+
+    def to_json(self, file: str, config: RedactConfig, asr_name: str) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "file": file,
+            "duration": round(self.audio.duration, 3),
+            "sample_rate": self.audio.sample_rate,
+            "channels": self.audio.channels,
+            "system": config.system,
+            "asr_model": asr_name,
+            "mode": config.redact.mode,
+            "padding": config.redact.padding,
+            "labels": list(config.labels),
+            "spans": [s.to_dict() for s in self.spans],
+            "transcript": self.transcript.text,
+            "redacted_transcript": self.redacted_transcript,
+            "words": [w.to_dict() for w in self.transcript.words],
+        }
+
+
+class Redactor:
+    """Loads the ASR model and detectors once; redacts many files."""
+
+    def __init__(self, config: RedactConfig = RedactConfig(), asr=None, detectors=None):
+        """``asr`` (anything with ``name`` and ``transcribe(audio16k, progress)``) and
+        ``detectors`` default to Whisper and the cascade's detectors; tests pass fakes."""
+        self.config = config
+        if config.system == "e2e":
+            raise DeidError("the e2e system needs a trained end-to-end model, which this version "
+                            "does not ship yet; use --system cascade")
+        if asr is None:
+            from deid_speech.asr.whisper import AsrOptions, Transcriber
+
+            asr = Transcriber(AsrOptions(model=config.asr_model))
+        self.asr = asr
+        self.detectors = detectors if detectors is not None else self._cascade_detectors()
+
+    def _cascade_detectors(self) -> list:
+        from deid_speech.ner.patterns import PatternDetector
+        from deid_speech.ner.spacy_ner import DEFAULT_SPACY, SpacyDetector
+
+        detectors = [PatternDetector()]
+        if {"PERSON", "DATE"} & set(self.config.labels):
+            detectors.append(SpacyDetector(self.config.spacy_model or DEFAULT_SPACY))
+        return detectors
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        from deid_speech.ner.base import merge_spans
+
+        found: list[Span] = []
+        for d in self.detectors:
+            try:
+                found.extend(d.detect(transcript))
+            except DeidError:
+                raise
+            except Exception as e:  # a detector that fails must fail loudly
+                raise DeidError(f"detector {d.name} failed: {e}") from e
+        keep = [s for s in found if s.label in self.config.labels and s.score >= self.config.min_score]
+        return place_spans(merge_spans(keep), transcript)
+
+    def redact(self, audio: Audio, progress=None) -> RedactResult:
+        transcript = self.asr.transcribe(audio.mono16k(), progress=progress)
+        spans = self.detect(transcript)
+        return RedactResult(redact_audio(audio, spans, self.config.redact), spans, transcript,
+                            redact_text(transcript, spans))
+
+
+def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:
+    folder = out_dir if out_dir is not None else src.parent
+    stem = src.name[: -len(src.suffix)] if src.suffix else src.name
+    return folder / f"{stem}.redacted{src.suffix}", folder / f"{stem}.redacted.json"
+
+
+def collect_inputs(paths: list[str]) -> list[Path]:
+    """Expand folders (recursively, audio extensions only, skipping earlier outputs)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in EXTENSIONS
+                           and ".redacted." not in f.name)
+            if not found:
+                raise DeidError(f"{p}: no audio files ({', '.join(EXTENSIONS)}) in this folder")
+            files.extend(found)
+        else:
+            files.append(p)
+    return files
+
+
+def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set[Path],
+                progress=None) -> tuple[Path, Path, RedactResult]:
+    """Redact one file; write both outputs or neither (fail closed)."""
+    audio_out, json_out = output_paths(src, out_dir)
+    for out in (audio_out, json_out):
+        if out.resolve() in inputs:
+            raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
+    audio = load(src)
+    result = redactor.redact(audio, progress=progress)
+    record = result.to_json(str(src), redactor.config, redactor.asr.name)
+    save(result.audio, audio_out)
+    try:
+        write_text_atomic(json_out, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    except Exception as e:
+        audio_out.unlink(missing_ok=True)
+        raise DeidError(f"{json_out}: cannot write ({e})") from None
+    return audio_out, json_out, result
+
+
+def remove_stale_outputs(src: Path, out_dir: Path | None) -> None:
+    """After a failure, make sure nothing named "redacted" from an older run remains for
+    this input: a stale output would look like a fresh, successful redaction."""
+    for out in output_paths(src, out_dir):
+        if out.exists() and out.resolve() != src.resolve():
+            os.remove(out)

@@ -1,0 +1,287 @@
+"""Spoken <-> written forms of digits, letters and email addresses.
+
+One set of tables serves both directions:
+
+* the **normalizer** (:func:`normalize_tokens`) turns what a recogniser writes for spoken
+  PII ("double eight", "oh", "ninety eight", "S one two", "9123-4567", "at gmail dot com")
+  into symbols (digits and capital letters) and keeps, for every symbol, the index of the
+  token it came from, so a match maps back to words and so to time;
+* the **verbalizer** (:func:`verbalize`) turns a written value ("S1234567D") into one of
+  its spoken variants ("S one two three four five six seven D", "double eight", ...).
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+DIGIT_WORDS = {
+    "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
+    "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
+}
+# Whisper sometimes writes homophones for digits in running speech.
+DIGIT_HOMOPHONES = {"won": "1", "to": "2", "too": "2", "for": "4", "ate": "8", "nought": "0"}
+TEEN_WORDS = {
+    "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14",
+    "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19",
+}
+TENS_WORDS = {
+    "twenty": "2", "thirty": "3", "forty": "4", "fifty": "5", "sixty": "6", "seventy": "7",
+    "eighty": "8", "ninety": "9",
+}
+REPEAT_WORDS = {"double": 2, "triple": 3}
+# Letter names as spoken; the ones that are also common words are "weak" (see below).
+LETTER_NAMES = {
+    "ay": "A", "bee": "B", "cee": "C", "dee": "D", "ee": "E", "eff": "F", "gee": "G",
+    "aitch": "H", "jay": "J", "kay": "K", "el": "L", "ell": "L", "em": "M", "en": "N",
+    "pee": "P", "cue": "Q", "ar": "R", "ess": "S", "tee": "T", "vee": "V", "ex": "X",
+    "zed": "Z", "zee": "Z",
+    # weak: ordinary English words too
+    "see": "C", "sea": "C", "be": "B", "you": "U", "are": "R", "why": "Y", "queue": "Q",
+    "tea": "T", "pea": "P",
+}
+WEAK_WORDS = frozenset({"a", "i", "o", "oh", "see", "sea", "be", "you", "are", "why", "queue",
+                        "tea", "pea", "to", "too", "for", "won", "ate"})
+JOINERS = frozenset({"dash", "hyphen", "-", "uh", "um", "er", "erm", "ah", "hmm", "space"})
+EMAIL_WORDS = {"at": "@", "dot": ".", "underscore": "_", "dash": "-", "hyphen": "-",
+               "period": ".", "point": "."}
+SPOKEN_DIGITS = {v: k for k, v in DIGIT_WORDS.items() if k not in ("oh", "o")}
+SPOKEN_LETTERS = {c: c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+
+_STRIP = ".,!?;:\"'()[]{}…"
+_INNER_SEP = re.compile(r"(?<=[A-Za-z0-9])[-–./](?=[A-Za-z0-9])")
+
+
+@dataclass(frozen=True)
+class Symbols:
+    """Symbols (digits/capital letters) read from a run of tokens.
+
+    ``owner[i]`` is the token index that produced ``text[i]``; ``weak[i]`` says the symbol
+    came from a word that is also ordinary English ("you", "oh", "a").
+    """
+
+    text: str
+    owner: tuple[int, ...]
+    weak: tuple[bool, ...]
+
+
+def clean_token(tok: str) -> str:
+    """Lower-case a recogniser token and strip surrounding punctuation."""
+    return tok.strip(_STRIP).lower()
+
+
+def token_symbols(tok: str, original: str = "") -> str | None:
+    """The symbols a single token stands for, or None if it is not a PII-ish token.
+
+    Handles digits ("9123", "9123-4567", "+65"), alphanumerics with a digit ("S1234567D",
+    "SKB9012C"), single letters, letter names, digit words and teens. Multi-word forms
+    (tens + unit, double/triple, hundred) are handled by :func:`normalize_tokens`.
+    """
+    t = clean_token(tok).lstrip("+#-–")  # Whisper writes spelled digits as "1 -2 -3"
+    if not t:
+        return None
+    joined = _INNER_SEP.sub("", t)
+    if joined.isalnum() and any(c.isdigit() for c in joined) and joined.isascii():
+        return joined.upper()
+    if t in DIGIT_WORDS:
+        return DIGIT_WORDS[t]
+    if t in TEEN_WORDS:
+        return TEEN_WORDS[t]
+    if len(t) == 1 and t.isalpha():
+        return t.upper()
+    if t in LETTER_NAMES:
+        return LETTER_NAMES[t]
+    # "S-1-2-3" or "S.K.B." -> letters/digits separated by dashes or dots
+    if re.fullmatch(r"(?:[a-z0-9][-.])+[a-z0-9]\.?", t):
+        return re.sub(r"[-.]", "", t).upper()
+    # all-caps short acronyms written by ASR ("SKB", "SGX") count as spelled letters
+    o = original.strip(_STRIP)
+    if 2 <= len(o) <= 3 and o.isalpha() and o.isupper() and o.isascii():
+        return o
+    if t in DIGIT_HOMOPHONES:
+        return DIGIT_HOMOPHONES[t]
+    return None
+
+
+def _is_weak(tok: str, original: str) -> bool:
+    t = clean_token(tok)
+    if t in WEAK_WORDS:
+        return True
+    # a lone lower-case letter word like "a" or "i" is weak; "I" as pronoun too
+    return t in ("a", "i")
+
+
+def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
+    """Find runs of spoken digits/letters in ``tokens``.
+
+    Returns ``(first_token, last_token, Symbols)`` for each maximal run. Fillers and
+    "dash" inside a run are skipped; "double"/"triple" repeat the next symbol; tens words
+    combine with a following unit ("ninety eight" -> 98); "hundred"/"thousand" scale.
+    """
+    runs: list[tuple[int, int, Symbols]] = []
+    text: list[str] = []
+    owner: list[int] = []
+    weak: list[bool] = []
+    first = last = -1
+    repeat = 1
+
+    def flush() -> None:
+        nonlocal text, owner, weak, first, last
+        # drop weak symbols at the run edges: "call you at nine..." must not start with U
+        # ("oh" next to a digit is a zero and stays: "oh one two three")
+        while weak and weak[0] and not (text[0] == "0" and len(text) > 1 and text[1].isdigit()):
+            text.pop(0), owner.pop(0), weak.pop(0)
+        while (weak and weak[-1] and len(text) > 1 and not _keeps_weak_tail(text)
+               and not (text[-1] == "0" and text[-2].isdigit())):
+            text.pop(), owner.pop(), weak.pop()
+        if text:
+            runs.append((owner[0], owner[-1], Symbols("".join(text), tuple(owner), tuple(weak))))
+        text, owner, weak = [], [], []
+        first = last = -1
+
+    def add(sym: str, i: int, is_weak: bool) -> None:
+        nonlocal first, last, repeat
+        sym = sym * repeat if len(sym) == 1 else sym[0] * (repeat - 1) + sym
+        repeat = 1
+        for ch in sym:
+            text.append(ch)
+            owner.append(i)
+            weak.append(is_weak)
+        if first < 0:
+            first = i
+        last = i
+
+    i = 0
+    n = len(tokens)
+    while i < n:
+        raw = tokens[i]
+        t = clean_token(raw)
+        ends_clause = raw.rstrip().endswith((".", "?", "!", ";"))
+        if t in REPEAT_WORDS and i + 1 < n and token_symbols(tokens[i + 1], tokens[i + 1]):
+            repeat = REPEAT_WORDS[t]
+            if first < 0:
+                first = i
+            i += 1
+            continue
+        if t in TENS_WORDS:
+            nxt = clean_token(tokens[i + 1]) if i + 1 < n else ""
+            if nxt in DIGIT_WORDS and nxt not in ("oh", "o", "zero") and not raw.endswith((",", ".")):
+                add(TENS_WORDS[t] + DIGIT_WORDS[nxt], i, False)
+                owner[-1] = i + 1
+                i += 2
+            else:
+                add(TENS_WORDS[t] + "0", i, False)
+                i += 1
+            if ends_clause:
+                flush()
+            continue
+        if t in ("hundred", "thousand") and text and text[-1].isdigit():
+            zeros = "00" if t == "hundred" else "000"
+            # "two thousand and one" -> 2001, "nineteen hundred" -> 1900
+            j = i + 1
+            if j < n and clean_token(tokens[j]) == "and":
+                j += 1
+            tail = token_symbols(tokens[j], tokens[j]) if j < n else None
+            if tail and tail.isdigit() and len(tail) <= len(zeros):
+                add(zeros[: len(zeros) - len(tail)] + tail, j, False)
+                i = j + 1
+            else:
+                add(zeros, i, False)
+                i += 1
+            continue
+        sym = token_symbols(raw, raw)
+        if sym is not None:
+            add(sym, i, _is_weak(raw, raw))
+            i += 1
+            if ends_clause:
+                flush()
+            continue
+        if t in JOINERS and text:
+            i += 1
+            continue
+        flush()
+        i += 1
+    flush()
+    return runs
+
+
+def _keeps_weak_tail(text: list[str]) -> bool:
+    """An NRIC/passport/plate may end in a letter that is also a word ("A", "you")."""
+    s = "".join(text)
+    return bool(re.fullmatch(r"[A-Z]{1,3}\d{1,7}[A-Z]", s))
+
+
+# --- verbalizer: written -> spoken ------------------------------------------------------
+
+def verbalize_digits(digits: str, rng: random.Random | None = None, style: str = "auto") -> str:
+    """Speak a digit string. Styles: 'single' (nine one two), 'oh' (zero as 'oh'),
+    'repeat' (double/triple), 'pairs' (ninety one twenty three), 'auto' (random mix)."""
+    rng = rng or random.Random(0)
+    if style == "auto":
+        style = rng.choice(["single", "single", "oh", "repeat", "repeat", "pairs"])
+    if style == "pairs" and len(digits) % 2 == 0 and all(digits[k] != "0" for k in range(0, len(digits), 2)):
+        return " ".join(_two_digits(digits[k:k + 2]) for k in range(0, len(digits), 2))
+    words: list[str] = []
+    k = 0
+    while k < len(digits):
+        d = digits[k]
+        run = 1
+        while k + run < len(digits) and digits[k + run] == d and run < 3:
+            run += 1
+        zero = "oh" if style in ("oh", "repeat") else "zero"
+        w = zero if d == "0" else SPOKEN_DIGITS[d]
+        if style == "repeat" and run >= 2:
+            words.append(("double " if run == 2 else "triple ") + w)
+            k += run
+        else:
+            words.append(w)
+            k += 1
+    return " ".join(words)
+
+
+def _two_digits(pair: str) -> str:
+    if pair[0] == "1":
+        return next(w for w, v in TEEN_WORDS.items() if v == pair)
+    tens = next(w for w, v in TENS_WORDS.items() if v == pair[0])
+    return tens if pair[1] == "0" else f"{tens} {SPOKEN_DIGITS[pair[1]]}"
+
+
+def verbalize(value: str, rng: random.Random | None = None, style: str = "auto") -> str:
+    """Speak a written alphanumeric value: letters spelled as capitals, digits as words.
+
+    ``S1234567D`` -> ``S one two three four five six seven D``; ``+6591234567`` ->
+    ``plus six five nine one ...``; groups separated by spaces/dashes are kept apart.
+    """
+    rng = rng or random.Random(0)
+    out: list[str] = []
+    if value.startswith("+"):
+        out.append("plus")
+        value = value[1:]
+    for chunk in re.findall(r"[A-Za-z]+|\d+", value):
+        if chunk.isdigit():
+            out.append(verbalize_digits(chunk, rng, style))
+        else:
+            out.append(" ".join(chunk.upper()))
+    return " ".join(out)
+
+
+def verbalize_email(email: str, rng: random.Random | None = None) -> str:
+    """``tan.wm88@gmail.com`` -> ``tan dot w m eight eight at gmail dot com``."""
+    rng = rng or random.Random(0)
+    local, _, domain = email.partition("@")
+    sym = {".": "dot", "_": "underscore", "-": "dash"}
+
+    def part(s: str, spell_short: bool) -> list[str]:
+        words: list[str] = []
+        for piece in re.findall(r"[A-Za-z]+|\d+|[._-]", s):
+            if piece in sym:
+                words.append(sym[piece])
+            elif piece.isdigit():
+                words.append(verbalize_digits(piece, rng))
+            elif spell_short and len(piece) <= 2:
+                words.append(" ".join(piece.lower()))
+            else:
+                words.append(piece.lower())
+        return words
+
+    return " ".join(part(local, True) + ["at"] + part(domain, False))

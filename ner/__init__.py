@@ -1,0 +1,1 @@
+"""deid_speech.ner"""

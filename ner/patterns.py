@@ -1,0 +1,245 @@
+"""Spoken-form pattern detectors for the structured labels.
+
+They read what Whisper really writes for spoken PII (digits as words or digits or a mix,
+"double eight", "oh", spelled letters, "at ... dot com") through the shared normalizer
+in :mod:`deid_speech.spoken`, then classify each run of symbols.
+
+Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
+
+1. Shapes first, validators second. A shape match is reported even when its checksum
+   fails (NRIC check letter, Luhn, plate check letter): a privacy tool prefers a false
+   positive to a leak. A passing validator raises the score.
+2. Alphanumeric shapes: NRIC/FIN ``[STFGM] + 7 digits + letter``; passport
+   ``[KE] + 7 digits + letter``; car plate ``1-3 letters + 1-4 digits + letter``.
+3. Digit stretches: 8 digits starting 6/8/9 (or 65 + that) -> PHONE; 13-19 digits
+   starting 3-6 -> CREDIT_CARD; 9-12 digits -> BANK_ACCOUNT; any other stretch of 7+
+   digits -> the label of the nearest cue word before it, else BANK_ACCOUNT, at a low score.
+4. Cue words in the six tokens before a run ("account", "card", "passport", "plate",
+   "IC", "born", ...) pick or confirm the label and raise the score.
+5. Non-PII context: a stretch directly preceded (within 3 tokens) by "order",
+   "reference", "tracking", "block", "unit", "bus", "flight", "queue", "lot", "price",
+   "$", ... or followed by "dollars", "cents", "pm", "am" is not reported, unless a
+   validator passes on a shape that cannot be confused (a valid NRIC, a Luhn-valid
+   16-digit card). Stretches under 7 digits are never reported by this detector
+   (prices, times, block/unit/bus numbers, last-four mentions); dates are the date
+   detector's job.
+6. Emails: "<local> at <domain> dot <tld>" with up to five local tokens, or any token
+   with "@"; the TLD must be present.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from deid_speech import validators as V
+from deid_speech.ner.base import register, span_from_words
+from deid_speech.spoken import DIGIT_WORDS, Symbols, clean_token, normalize_tokens
+from deid_speech.types import Span, Transcript
+
+CUES: dict[str, frozenset[str]] = {
+    "PHONE": frozenset("phone call contact hp handphone mobile whatsapp reach text sms tel "
+                       "telephone line".split()),
+    "BANK_ACCOUNT": frozenset("account acct bank dbs posb ocbc uob savings giro transfer "
+                              "maybank hsbc citibank".split()),
+    "CREDIT_CARD": frozenset("card visa mastercard amex credit debit".split()),
+    "NRIC": frozenset("ic nric fin identity i.c.".split()),
+    "PASSPORT_NUM": frozenset("passport".split()),
+    "CAR_PLATE": frozenset("plate car vehicle registration carpark parking motorbike lorry van "
+                           "taxi".split()),
+    "DATE": frozenset("birth born dob birthday".split()),
+}
+NON_PII_BEFORE = frozenset(
+    "order reference ref tracking booking invoice ticket case block blk unit bus flight queue "
+    "lot postal price cost costs $ room level floor hash # model serial parcel item receipt "
+    "transaction quotation quote voucher promo code".split())
+NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometres".split())
+KNOWN_TLDS = frozenset("com sg net org edu gov co my io biz info uk au in id hk".split())
+EMAIL_STOP = frozenset(
+    "is my email e-mail address the it's its it to me send please can you your mail id and or "
+    "is, was at also just use using".split())
+
+SCORE_VALID = 0.95
+SCORE_SHAPE = 0.75
+SCORE_WEAK = 0.5
+
+
+@dataclass(frozen=True)
+class _Hit:
+    lo: int  # symbol index
+    hi: int
+    label: str
+    score: float
+
+
+def _cue_label(tokens: list[str], start: int, window: int = 6) -> str | None:
+    """Label of the nearest cue word in the ``window`` tokens before ``start``."""
+    for k in range(start - 1, max(-1, start - window - 1), -1):
+        t = clean_token(tokens[k])
+        for label, words in CUES.items():
+            if t in words:
+                return label
+    return None
+
+
+def _non_pii_context(tokens: list[str], first: int, last: int) -> bool:
+    before = {clean_token(t) for t in tokens[max(0, first - 3): first]}
+    before |= {t[:1] for t in tokens[max(0, first - 1): first + 1] if t[:1] in "$#"}
+    after = {clean_token(t) for t in tokens[last + 1: last + 3]}
+    return bool(before & NON_PII_BEFORE) or bool(after & NON_PII_AFTER)
+
+
+_ALNUM_SHAPES = (
+    ("NRIC", re.compile(r"[STFGM]\d{7}[A-Z]"), V.is_valid_nric),
+    ("PASSPORT_NUM", re.compile(r"[KE]\d{7}[A-Z]"), V.is_valid_passport),
+    ("CAR_PLATE", re.compile(r"(?<![A-Z])[A-Z]{1,3}\d{1,4}[A-Z](?![0-9])"), V.is_valid_plate),
+)
+
+
+def _classify(sym: Symbols, cue: str | None) -> list[_Hit]:
+    s = sym.text
+    hits: list[_Hit] = []
+    taken = [False] * len(s)
+
+    def take(lo: int, hi: int, label: str, score: float) -> None:
+        hits.append(_Hit(lo, hi, label, score))
+        for k in range(lo, hi):
+            taken[k] = True
+
+    for label, rx, valid in _ALNUM_SHAPES:
+        for m in rx.finditer(s):
+            lo, hi = m.span()
+            if any(taken[lo:hi]):
+                continue
+            weak = sum(sym.weak[lo:hi])
+            if label == "CAR_PLATE":
+                if valid(m.group()):
+                    score = SCORE_VALID if weak == 0 else SCORE_SHAPE
+                elif cue == "CAR_PLATE" and weak == 0:
+                    score = SCORE_SHAPE
+                elif weak == 0 and s[lo] in "SEFGP" and hi - lo >= 5:
+                    score = SCORE_WEAK
+                else:
+                    continue
+            else:
+                score = SCORE_VALID if valid(m.group()) else SCORE_SHAPE
+                if cue == label:
+                    score = max(score, 0.9)
+            take(lo, hi, label, score)
+    # NRIC whose final letter the recogniser dropped: letter + 7 digits after an IC cue
+    for m in re.finditer(r"[STFGM]\d{7}(?![0-9])", s):
+        if not any(taken[m.start():m.end()]) and cue in ("NRIC", None):
+            take(m.start(), m.end(), "NRIC", 0.7 if cue == "NRIC" else SCORE_WEAK)
+
+    for m in re.finditer(r"\d+", s):
+        lo, hi = m.span()
+        if any(taken[lo:hi]):
+            continue
+        hit = _digit_label(m.group(), cue)
+        if hit is not None:
+            take(lo, hi, *hit)
+    return hits
+
+
+def _digit_label(d: str, cue: str | None) -> tuple[str, float] | None:
+    n = len(d)
+    if n < 7:
+        return None
+    if cue == "DATE" and n <= 8:
+        return "DATE", 0.8
+    if n == 8 and d[0] in "689":
+        return "PHONE", 0.95 if cue in ("PHONE", None) else 0.8
+    if n == 10 and d.startswith("65") and d[2] in "689":
+        return "PHONE", SCORE_VALID
+    if 13 <= n <= 19 and d[0] in "3456":
+        return "CREDIT_CARD", SCORE_VALID if V.luhn_ok(d) else (0.85 if cue == "CREDIT_CARD" else SCORE_SHAPE)
+    if 9 <= n <= 12:
+        if cue == "PHONE" and n == 9 and d[0] in "689":
+            return "PHONE", SCORE_SHAPE  # one digit too many: a repeated or misheard digit
+        return "BANK_ACCOUNT", 0.9 if cue == "BANK_ACCOUNT" else SCORE_SHAPE
+    # 7, 8 (not a phone prefix) or 20+ digits: something long and numeric; take the cue's label
+    label = cue if cue in ("PHONE", "BANK_ACCOUNT", "CREDIT_CARD", "NRIC", "PASSPORT_NUM") else "BANK_ACCOUNT"
+    return label, 0.6 if cue else SCORE_WEAK
+
+
+@register("patterns")
+class PatternDetector:
+    """Phones, NRIC/FIN, passports, cards, plates, bank accounts and emails in spoken form."""
+
+    name = "patterns"
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        words = transcript.words
+        tokens = [w.text for w in words]
+        spans: list[Span] = []
+        for first, last, sym in normalize_tokens(tokens):
+            cue = _cue_label(tokens, first)
+            non_pii = _non_pii_context(tokens, first, last)
+            for h in _classify(sym, cue):
+                strong = (h.label == "NRIC" and h.score >= SCORE_VALID) or (
+                    h.label == "CREDIT_CARD" and h.score >= SCORE_VALID and h.hi - h.lo >= 15)
+                if non_pii and not strong:
+                    continue
+                lo = sym.owner[h.lo]
+                if h.label == "PHONE" and lo > 0 and clean_token(tokens[lo - 1]) in ("plus", "+"):
+                    lo -= 1  # "plus six five ..." belongs to the number
+                ws = list(words[lo: sym.owner[h.hi - 1] + 1])
+                spans.append(span_from_words(transcript, ws, h.label, h.score, self.name))
+        spans.extend(self._emails(transcript))
+        return spans
+
+    def _emails(self, transcript: Transcript) -> list[Span]:
+        words = transcript.words
+        toks = [clean_token(w.text) for w in words]
+        out: list[Span] = []
+        used = -1
+        for i, t in enumerate(toks):
+            if i <= used:
+                continue
+            if "@" in t and re.search(r"[a-z0-9]@[a-z0-9-]+\.", t):
+                out.append(span_from_words(transcript, [words[i]], "EMAIL", SCORE_VALID, self.name))
+                used = i
+                continue
+            if t not in ("at", "@") or i == 0:
+                continue
+            end = self._domain_end(toks, i)
+            if end is None:
+                continue
+            start, budget = i, 5  # up to 5 words back; spelled letters/digits cost nothing
+            while start - 1 >= 0 and i - start < 24 and toks[start - 1] not in EMAIL_STOP \
+                    and toks[start - 1] and not words[start - 1].text.rstrip().endswith((",", ".", "?", "!")):
+                spelled = len(toks[start - 1]) == 1 or toks[start - 1] in DIGIT_WORDS
+                if not spelled:
+                    if budget == 0:
+                        break
+                    budget -= 1
+                start -= 1
+            if start == i:
+                continue
+            tld = re.split(r"[.]", toks[end])[-1]
+            score = SCORE_VALID if tld in KNOWN_TLDS else SCORE_SHAPE
+            out.append(span_from_words(transcript, list(words[start: end + 1]), "EMAIL", score, self.name))
+            used = end
+        return out
+
+    @staticmethod
+    def _domain_end(toks: list[str], at: int) -> int | None:
+        """Index of the last domain token after "at", or None when no dot/TLD follows."""
+        last = None
+        k = at + 1
+        saw_dot = False
+        while k < len(toks) and k - at <= 10:
+            t = toks[k]
+            if t in ("dot", "period", "point"):
+                saw_dot = True
+                k += 1
+                continue
+            if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", t or "-"):
+                break
+            if "." in t:
+                saw_dot = True
+            if saw_dot and (t.split(".")[-1] in KNOWN_TLDS or (k > at + 1 and toks[k - 1] in ("dot", "period", "point"))):
+                last = k
+            elif k > at + 1 and toks[k - 1] not in ("dot", "period", "point", "dash", "hyphen") and t not in ("dash", "hyphen"):
+                break
+            k += 1
+        return last

