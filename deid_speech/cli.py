@@ -53,20 +53,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_redact(args: argparse.Namespace) -> int:
-    from deid_speech.pipeline import (RedactConfig, Redactor, collect_inputs, redact_file,
-                                      remove_stale_outputs)
+    from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs
     from deid_speech.redact import RedactOptions
 
     files = collect_inputs(args.inputs)
-    inputs = {f.resolve() for f in files if f.exists()}
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
                           redact=RedactOptions(mode=args.mode, padding=args.padding),
                           spacy_model=args.spacy_model)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-    redactor = Redactor(config)
+    return redact_many(Redactor(config), files, args.out_dir, show)
+
+
+def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False) -> int:
+    """Redact every file, continue past failures, print a summary; 1 if any failed."""
+    from deid_speech.pipeline import redact_file, remove_stale_outputs
+
+    inputs = {f.resolve() for f in files if f.exists()}
     ok, failed = 0, []
     bar = None
-    if show:
+    if show_progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(files), unit="file", file=sys.stderr, dynamic_ncols=True)
@@ -75,18 +80,15 @@ def cmd_redact(args: argparse.Namespace) -> int:
         if bar:
             bar.set_description(f.name[:40])
         try:
-            audio_out, json_out, result = redact_file(redactor, f, args.out_dir, inputs)
+            audio_out, _, result = redact_file(redactor, f, out_dir, inputs)
             ok += 1
             msg = (f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s "
                    f"-> {audio_out}")
-        except DeidError as e:
+        except Exception as e:  # never a traceback, never a half-written or stale output
             failed.append(f)
-            remove_stale_outputs(f, args.out_dir)
-            msg = f"error: {e}"
-        except Exception as e:  # never a traceback, never a half-written output
-            failed.append(f)
-            remove_stale_outputs(f, args.out_dir)
-            msg = f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
+            remove_stale_outputs(f, out_dir)
+            msg = f"error: {e}" if isinstance(e, DeidError) else \
+                f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
         if bar:
             bar.write(msg)
             bar.update(1)

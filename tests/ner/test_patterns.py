@@ -1,0 +1,146 @@
+"""Spoken-form pattern detectors: many spellings per label, and non-PII numbers that must
+stay unflagged (the rules are listed in ner/patterns.py's docstring)."""
+import pytest
+
+from factories import make_transcript
+from deid_speech.ner.patterns import PatternDetector
+
+DET = PatternDetector()
+
+
+def found(text: str) -> list[tuple[str, str]]:
+    return [(s.label, s.text) for s in DET.detect(make_transcript(text))]
+
+
+def labels(text: str) -> list[str]:
+    return [lab for lab, _ in found(text)]
+
+
+@pytest.mark.parametrize("text,value", [
+    ("my number is nine one two three four five six seven", "nine one two three four five six seven"),
+    ("can call me at 9123 4567 after six", "9123 4567"),
+    ("HP is 91234567.", "91234567"),
+    ("call 8765-4321 lah", "8765-4321"),
+    ("nine eight double seven, six five four three ok", "nine eight double seven, six five four three"),
+    ("six triple zero one two three four", "six triple zero one two three four"),
+    ("ninety eight seventy six fifty four thirty two", "ninety eight seventy six fifty four thirty two"),
+    ("plus six five nine one two three four five six seven", "plus six five nine one two three four five six seven"),
+    ("my hp +65 9876 5432 can", "+65 9876 5432"),
+    ("whatsapp me nine 1 2 3 four 5 6 7", "nine 1 2 3 four 5 6 7"),
+    ("office line is six two three four, five six seven eight", "six two three four, five six seven eight"),
+])
+def test_spoken_phone_variants_are_detected(text, value):
+    assert ("PHONE", value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "my IC is S one two three four five six seven D",
+    "IC number S1234567D lah",
+    "it's s one two three four five six seven d",
+    "T zero one two three four five six G",
+    "my fin is F double one two three four five six X",
+    "S -1 -2 -3 -4 -5 -6 -7 -D",
+    "nric S 1234567 D",
+])
+def test_spoken_nric_variants_are_detected(text):
+    assert "NRIC" in labels(text)
+
+
+def test_nric_with_wrong_check_letter_is_still_flagged_but_scored_lower():
+    good = DET.detect(make_transcript("S one two three four five six seven D"))
+    bad = DET.detect(make_transcript("S one two three four five six seven A"))
+    assert good[0].label == bad[0].label == "NRIC"
+    assert bad[0].score < good[0].score
+
+
+def test_nric_missing_its_final_letter_after_an_ic_cue_is_flagged():
+    assert labels("my IC is S one two three four five six seven") == ["NRIC"]
+
+
+@pytest.mark.parametrize("text", [
+    "passport K one two three four five six seven A",
+    "my passport number is K1234567A",
+    "passport is k double two three four five six seven b",
+])
+def test_passport_variants_are_detected(text):
+    assert labels(text) == ["PASSPORT_NUM"]
+
+
+@pytest.mark.parametrize("text", [
+    "card number four one one one, one one one one, one one one one, one one one one",
+    "my visa is 4111 1111 1111 1111",
+    "5500 0000 0000 0004 expiry next year",
+    "amex three seven eight two eight two two four six three one zero zero zero five",
+    "card is four one one one one one one one one one one one one one one two",  # fails Luhn
+])
+def test_card_numbers_are_detected_with_or_without_luhn(text):
+    assert labels(text) == ["CREDIT_CARD"]
+
+
+@pytest.mark.parametrize("text", [
+    "my car plate is S K B nine zero one two C",
+    "plate SKB 9012C",
+    "vehicle number S B S three two four oh E",
+    "carpark entry for S G X one two three Z",
+])
+def test_car_plates_are_detected(text):
+    assert "CAR_PLATE" in labels(text)
+
+
+@pytest.mark.parametrize("text", [
+    "DBS account zero one two, three four five six seven, eight",
+    "account number 012-345678-9",
+    "my POSB savings one two three four five six seven eight nine",
+    "OCBC account six oh one two three four five six seven oh oh one",
+    "transfer to uob three one two dash three four five dash six seven eight dash nine",
+])
+def test_bank_accounts_are_detected(text):
+    assert labels(text) == ["BANK_ACCOUNT"]
+
+
+@pytest.mark.parametrize("text,value", [
+    ("my email is remy at outlook dot sg ok", "remy at outlook dot sg"),
+    ("email felicia123@gmail.com thanks", "felicia123@gmail.com"),
+    ("r e m y at outlook dot s g", None),
+    ("f e l i c i a one two three at gmail dot com", "f e l i c i a one two three at gmail dot com"),
+    ("send to tan wei ming at gmail dot com can", "tan wei ming at gmail dot com"),
+    ("remy underscore lee at yahoo dot com dot sg", "remy underscore lee at yahoo dot com dot sg"),
+    ("it's jlim88 at gmail.com", "jlim88 at gmail.com"),
+])
+def test_spoken_emails_are_detected(text, value):
+    got = found(text)
+    assert [lab for lab, _ in got] == ["EMAIL"]
+    if value:
+        assert got[0][1] == value
+
+
+@pytest.mark.parametrize("text", [
+    "it costs twelve ninety nine only",
+    "the price is $1,299 and the reference is 12345678",
+    "order number 98765432 already shipped",
+    "tracking number nine eight seven six five four three two one",
+    "block four five six hash oh eight dash twelve",
+    "take bus one nine oh lah",
+    "meet at three thirty pm",
+    "last four digits one two three four",
+    "press one then two",
+    "the total is nine eight seven six five four three two dollars",
+    "queue number one two three four five six seven",
+    "I'm at home now",
+    "see you at the mall",
+    "we are at level three",
+])
+def test_non_pii_numbers_and_words_are_not_flagged(text):
+    assert found(text) == []
+
+
+def test_two_entities_in_one_breath_are_separated():
+    got = found("my phone 91234567 and IC S1234567D")
+    assert sorted(lab for lab, _ in got) == ["NRIC", "PHONE"]
+
+
+def test_every_span_records_its_detector_and_times_of_its_words():
+    t = make_transcript("call me at nine one two three four five six seven ok")
+    (s,) = DET.detect(t)
+    assert s.source == "patterns"
+    assert s.start == t.words[3].start and s.end == t.words[10].end

@@ -1,0 +1,52 @@
+"""PERSON/DATE detection with the real spaCy pipeline (en_core_web_sm from PyPI)."""
+import pytest
+
+from factories import make_transcript
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def det():
+    from deid_speech.ner.spacy_ner import SpacyDetector
+
+    return SpacyDetector()
+
+
+def found(det, text):
+    return [(s.label, s.text) for s in det.detect(make_transcript(text))]
+
+
+@pytest.mark.parametrize("text,name", [
+    ("Hello, my name is Tan Wei Ming, calling about my account.", "Tan Wei Ming"),
+    ("Can I speak to Muhammad Faizal bin Rahman please?", "Muhammad Faizal bin Rahman"),
+    ("This is Priya d/o Subramaniam speaking.", "Priya d/o Subramaniam"),
+    ("ok Mr Goh, your appointment is confirmed", "Mr Goh"),
+    ("hi I'm Jonathan De Souza from the clinic", "Jonathan De Souza"),
+    ("my name is siti nurhaliza", "siti nurhaliza"),
+])
+def test_names_are_found_including_patronymics_and_cues(det, text, name):
+    got = found(det, text)
+    persons = [t for lab, t in got if lab == "PERSON"]
+    assert any(name in p for p in persons), got
+
+
+@pytest.mark.parametrize("text,date", [
+    ("My date of birth is twelfth of March nineteen eighty seven.", "twelfth of March nineteen eighty seven"),
+    ("born on 3 March 1987 lah", "3 March 1987"),
+    ("my birthday is 12/03/1987", "12/03/1987"),
+    ("the appointment is on March the fourth", "March the fourth"),
+    ("DOB is the twenty third of December two thousand and one", "twenty third of December two thousand and one"),
+])
+def test_calendar_dates_are_found(det, text, date):
+    dates = [t for lab, t in found(det, text) if lab == "DATE"]
+    assert any(date in d for d in dates), dates
+
+
+@pytest.mark.parametrize("text", [
+    "I'll call you back tomorrow, next week can?",
+    "ok lah see you later",
+    "the office opens at nine thirty",
+])
+def test_relative_times_are_not_dates(det, text):
+    assert [x for x in found(det, text) if x[0] == "DATE"] == []

@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+import soundfile as sf
+
+from factories import tone
+from deid_speech.audio import Audio, load, resample, save
+from deid_speech.errors import DeidError
+
+
+@pytest.mark.parametrize("ext,fmt,subtype", [(".wav", "WAV", "PCM_16"), (".flac", "FLAC", "PCM_24"),
+                                             (".ogg", "OGG", "VORBIS"), (".wav", "WAV", "FLOAT")])
+def test_round_trip_keeps_container_rate_channels_and_length(tmp_path, ext, fmt, subtype):
+    p = tmp_path / f"a{ext}"
+    sf.write(p, tone(1.5, 44100, channels=2), 44100, format=fmt, subtype=subtype)
+    a = load(p)
+    assert (a.sample_rate, a.channels, a.format, a.subtype) == (44100, 2, fmt, subtype)
+    q = tmp_path / f"b{ext}"
+    save(a, q)
+    info = sf.info(q)
+    assert (info.samplerate, info.channels, info.format, info.subtype, info.frames) == (
+        44100, 2, fmt, subtype, a.samples.shape[0])
+
+
+def test_mp3_is_read_when_libsndfile_supports_it(tmp_path):
+    if "MP3" not in sf.available_formats():
+        pytest.skip("libsndfile here has no MP3")
+    p = tmp_path / "a.mp3"
+    sf.write(p, tone(1.0, 44100), 44100, format="MP3", subtype="MPEG_LAYER_III")
+    a = load(p)
+    assert a.format == "MP3" and abs(a.duration - 1.0) < 0.1
+
+
+def test_mono16k_mixes_down_and_resamples():
+    x = tone(2.0, 48000, channels=2)
+    m = Audio(x, 48000).mono16k()
+    assert m.ndim == 1 and len(m) == 32000 and m.dtype == np.float32
+    assert len(resample(np.zeros(8000, np.float32), 8000, 16000)) == 16000
+
+
+def test_missing_empty_zero_length_and_garbage_files_give_one_line_errors(tmp_path):
+    cases = {"missing.wav": None, "empty.wav": b"", "garbage.wav": b"this is not audio at all" * 10}
+    for name, content in cases.items():
+        p = tmp_path / name
+        if content is not None:
+            p.write_bytes(content)
+        with pytest.raises(DeidError) as e:
+            load(p)
+        assert "\n" not in str(e.value) and name in str(e.value)
+    z = tmp_path / "zero.wav"
+    sf.write(z, np.zeros((0, 1), np.float32), 16000)
+    with pytest.raises(DeidError, match="zero length"):
+        load(z)
+    with pytest.raises(DeidError, match="directory"):
+        load(tmp_path)
+
+
+def test_save_is_atomic_and_leaves_no_temp_files(tmp_path):
+    a = Audio(tone(0.5, 16000), 16000, "WAV", "PCM_16")
+    save(a, tmp_path / "x.wav")
+    assert [p.name for p in tmp_path.iterdir()] == ["x.wav"]

@@ -1,0 +1,123 @@
+"""The redaction job with a fake ASR (canned transcript): outputs, schema, fail-closed."""
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from factories import make_transcript, tone
+from deid_speech.cli import redact_many
+from deid_speech.errors import DeidError
+from deid_speech.ner.patterns import PatternDetector
+from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs, output_paths, redact_file
+
+TEXT = "hello my number is nine one two three four five six seven thank you"
+
+
+class FakeAsr:
+    name = "fake"
+
+    def __init__(self, text=TEXT):
+        self.text = text
+
+    def transcribe(self, audio, progress=None):
+        return make_transcript(self.text, word_dur=0.2, gap=0.05, t0=0.5)
+
+
+class BrokenDetector:
+    name = "broken"
+
+    def detect(self, transcript):
+        raise RuntimeError("boom")
+
+
+def redactor(**kw):
+    return Redactor(RedactConfig(**kw), asr=FakeAsr(), detectors=[PatternDetector()])
+
+
+@pytest.fixture
+def call(tmp_path):
+    p = tmp_path / "call.flac"
+    sf.write(p, tone(5.0, 44100, channels=2), 44100, format="FLAC", subtype="PCM_16")
+    return p
+
+
+def test_redact_file_writes_audio_and_json_next_to_input(call):
+    audio_out, json_out, result = redact_file(redactor(), call, None, {call.resolve()})
+    assert (audio_out.name, json_out.name) == ("call.redacted.flac", "call.redacted.json")
+    info = sf.info(audio_out)
+    assert (info.samplerate, info.channels, info.format) == (44100, 2, "FLAC")
+    assert info.frames == sf.info(call).frames
+    d = json.loads(json_out.read_text())
+    assert set(d) >= {"file", "duration", "sample_rate", "system", "asr_model", "spans", "transcript",
+                      "redacted_transcript"}
+    assert d["system"] == "cascade" and d["asr_model"] == "fake" and d["sample_rate"] == 44100
+    (span,) = d["spans"]
+    assert set(span) == {"label", "start", "end", "text", "score", "source"}
+    assert span["label"] == "PHONE" and span["text"] == "nine one two three four five six seven"
+    assert d["redacted_transcript"] == "hello my number is [PHONE_1] thank you"
+    # the phone region really changed, the rest did not
+    x, _ = sf.read(call)
+    y, _ = sf.read(audio_out)
+    a, b = int(span["start"] * 44100), int(span["end"] * 44100)
+    assert np.abs(y[a:b] - x[a:b]).mean() > 0.05
+    np.testing.assert_allclose(y[: int(0.3 * 44100)], x[: int(0.3 * 44100)], atol=1e-4)
+
+
+def test_out_dir_and_label_subset(call, tmp_path):
+    out = tmp_path / "out"
+    _, json_out, _ = redact_file(redactor(labels=("NRIC",)), call, out, set())
+    assert json_out.parent == out
+    assert json.loads(json_out.read_text())["spans"] == []
+
+
+def test_a_failing_detector_fails_closed_and_removes_stale_outputs(call, capsys):
+    # an earlier successful run left outputs; now a stage fails: both must disappear
+    for p in output_paths(call, None):
+        p.write_text("stale")
+    broken = Redactor(RedactConfig(), asr=FakeAsr(), detectors=[BrokenDetector()])
+    assert redact_many(broken, [call], None) == 1
+    assert not any(p.exists() for p in output_paths(call, None))
+    err = capsys.readouterr()
+    assert "detector broken failed: boom" in err.err and "Traceback" not in err.err
+
+
+def test_many_inputs_continue_past_a_bad_one_and_exit_non_zero(call, tmp_path, capsys):
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"not audio")
+    rc = redact_many(redactor(), [bad, call], None)
+    assert rc == 1
+    assert output_paths(call, None)[0].exists()
+    assert not output_paths(bad, None)[0].exists()
+    out = capsys.readouterr().out
+    assert "2 file(s): 1 redacted, 1 failed" in out
+
+
+def test_output_that_would_overwrite_an_input_is_refused(tmp_path):
+    src = tmp_path / "x.wav"
+    sf.write(src, tone(1.0), 16000)
+    victim = tmp_path / "x.redacted.wav"
+    sf.write(victim, tone(1.0), 16000)
+    before = victim.read_bytes()
+    with pytest.raises(DeidError, match="overwrite an input"):
+        redact_file(redactor(), src, None, {src.resolve(), victim.resolve()})
+    assert victim.read_bytes() == before
+
+
+def test_folders_are_searched_and_earlier_outputs_skipped(tmp_path):
+    (tmp_path / "a").mkdir()
+    for name in ("a/one.wav", "two.flac", "two.redacted.flac", "notes.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    assert [p.name for p in collect_inputs([str(tmp_path)])] == ["one.wav", "two.flac"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DeidError, match="no audio files"):
+        collect_inputs([str(tmp_path / "empty")])
+
+
+def test_unknown_system_or_label_is_a_clear_error():
+    with pytest.raises(DeidError, match="unknown label"):
+        RedactConfig(labels=("PHONE", "SSN"))
+    with pytest.raises(DeidError, match="unknown system"):
+        RedactConfig(system="magic")
+    with pytest.raises(DeidError, match="e2e"):
+        Redactor(RedactConfig(system="e2e"), asr=FakeAsr())

@@ -1,0 +1,94 @@
+import numpy as np
+import pytest
+
+from factories import make_transcript, tone
+from deid_speech.audio import Audio
+from deid_speech.ner.base import merge_spans
+from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text, speech_level
+from deid_speech.types import Span
+
+
+def rms(x):
+    return float(np.sqrt(np.mean(np.square(x))))
+
+
+@pytest.mark.parametrize("sr,channels", [(16000, 1), (44100, 2), (8000, 1), (48000, 3)])
+def test_beep_keeps_length_rate_channels_and_replaces_the_region(sr, channels):
+    x = tone(3.0, sr, hz=220, channels=channels)
+    x[:, -1] *= 0.5  # channels differ
+    a = Audio(x, sr, "WAV", "PCM_16")
+    out = redact_audio(a, [Span(1.0, 1.5, "PHONE")], RedactOptions(padding=0.1))
+    assert out.samples.shape == x.shape and out.sample_rate == sr
+    lo, hi = int(0.9 * sr), int(1.6 * sr)
+    for c in range(channels):
+        spec = np.abs(np.fft.rfft(out.samples[lo + 100:hi - 100, c]))
+        freqs = np.fft.rfftfreq(hi - lo - 200, 1 / sr)
+        assert abs(freqs[spec.argmax()] - 1000) < 20  # the 220 Hz speech is gone, a 1 kHz beep is there
+    np.testing.assert_array_equal(out.samples[: lo - 1], x[: lo - 1])  # outside untouched
+    np.testing.assert_array_equal(out.samples[hi + 1:], x[hi + 1:])
+    assert np.array_equal(a.samples, x)  # input not modified
+
+
+def test_beep_level_matches_speech_level():
+    x = tone(4.0, 16000, amp=0.2)
+    out = redact_audio(Audio(x, 16000), [Span(1.0, 2.0, "NRIC")], RedactOptions(padding=0.0))
+    beep = out.samples[16000 + 200:32000 - 200, 0]
+    assert rms(beep) == pytest.approx(speech_level(x[:, 0], 16000), rel=0.1)
+
+
+def test_silence_mode_zeroes_the_padded_region_only():
+    x = tone(2.0, 16000)
+    out = redact_audio(Audio(x, 16000), [Span(0.5, 0.6, "PHONE")], RedactOptions(mode="silence", padding=0.2))
+    assert np.all(out.samples[int(0.3 * 16000) + 1:int(0.8 * 16000) - 1] == 0)
+    assert rms(out.samples[: int(0.29 * 16000)]) > 0.1 and rms(out.samples[int(0.81 * 16000):]) > 0.1
+
+
+def test_spans_at_the_edges_are_clipped_not_crashing():
+    x = tone(1.0, 16000)
+    out = redact_audio(Audio(x, 16000), [Span(0.0, 0.05), Span(0.95, 1.5)], RedactOptions(mode="silence"))
+    assert out.samples.shape == x.shape
+    assert np.all(out.samples[:100] == 0) and np.all(out.samples[-100:] == 0)
+
+
+def test_bad_options_are_rejected():
+    with pytest.raises(ValueError):
+        RedactOptions(mode="mute")
+    with pytest.raises(ValueError):
+        RedactOptions(padding=-1)
+
+
+def test_implausibly_short_span_widens_to_its_segment_never_disappears():
+    t = make_transcript("my number is nine one two three four five six seven")
+    seg = Span(0.0, 5.0, source="asr")
+    t = type(t)(t.text, t.words, (seg,))
+    s = Span(2.0, 2.05, "PHONE", 0.9, "patterns", "nine one two three four five six seven")
+    (w,) = place_spans([s], t)
+    assert (w.start, w.end) == (0.0, 5.0) and "widened" in w.source
+    ok = Span(1.5, 5.0, "PHONE", 0.9, "patterns", "nine one two three four five six seven")
+    assert place_spans([ok], t) == [ok]
+
+
+def test_merge_joins_overlaps_keeps_best_label_and_all_sources():
+    a = Span(1.0, 2.0, "PERSON", 0.7, "cue", "Tan Wei")
+    b = Span(1.5, 2.5, "PERSON", 0.8, "spacy", "Tan Wei Ming")
+    c = Span(2.5, 3.0, "PHONE", 0.9, "patterns", "nine")  # touches, does not overlap
+    m = merge_spans([c, b, a])
+    assert [(s.start, s.end, s.label, s.source) for s in m] == [
+        (1.0, 2.5, "PERSON", "cue+spacy"), (2.5, 3.0, "PHONE", "patterns")]
+    assert m[0].text == "Tan Wei Ming"
+
+
+def test_redacted_transcript_numbers_placeholders_per_distinct_value():
+    t = make_transcript("call nine one two three four five six seven or 91234567 or 98765432 bye")
+    w = t.words
+    spans = [Span(w[1].start, w[8].end, "PHONE", 1, "p", "nine one two three four five six seven"),
+             Span(w[10].start, w[10].end, "PHONE", 1, "p", "91234567"),
+             Span(w[12].start, w[12].end, "PHONE", 1, "p", "98765432")]
+    assert redact_text(t, spans) == "call [PHONE_1] or [PHONE_1] or [PHONE_2] bye"
+
+
+def test_redacted_transcript_keeps_trailing_punctuation_and_other_words():
+    t = make_transcript("I'm Tan Wei Ming, from DBS.")
+    w = t.words
+    out = redact_text(t, [Span(w[1].start, w[3].end, "PERSON", 1, "spacy", "Tan Wei Ming")])
+    assert out == "I'm [PERSON_1], from DBS."

@@ -1,0 +1,68 @@
+import random
+
+import pytest
+
+from deid_speech.spoken import normalize_tokens, verbalize, verbalize_digits, verbalize_email
+
+
+def symbols(text: str) -> list[str]:
+    return [s.text for _, _, s in normalize_tokens(text.split())]
+
+
+@pytest.mark.parametrize("spoken,written", [
+    ("nine eight seven six five four three two", "98765432"),
+    ("nine eight double seven six five four three", "98776543"),
+    ("six triple zero one two three four", "60001234"),
+    ("nine oh one two three four five six", "90123456"),
+    ("ninety eight seventy six fifty four thirty two", "98765432"),
+    ("9123 4567", "91234567"),
+    ("9123-4567", "91234567"),
+    ("S one two three four five six seven D", "S1234567D"),
+    ("S1234567D.", "S1234567D"),
+    ("S -1 -2 -3 -4 -5 -6 -7 -D", "S1234567D"),
+    ("S K B nine zero one two C", "SKB9012C"),
+    ("SKB 9012C", "SKB9012C"),
+    ("plus six five nine one two three four five six seven", "6591234567"),
+    ("+65 9123 4567", "6591234567"),
+    ("nineteen eighty seven", "1987"),
+    ("two thousand and one", "2001"),
+    ("oh one two dash three four five six seven dash eight", "012345678"),
+    ("nine eight, uh, seven six", "9876"),
+])
+def test_normalizer_reads_spoken_forms(spoken, written):
+    assert written in symbols(spoken)
+
+
+def test_normalizer_maps_each_symbol_to_its_token():
+    runs = normalize_tokens("my number is nine double eight 7".split())
+    first, last, sym = runs[0]
+    assert (first, last, sym.text) == (3, 6, "9887")
+    assert sym.owner == (3, 5, 5, 6)
+
+
+def test_ordinary_words_that_sound_like_letters_do_not_start_runs():
+    assert symbols("oh I see you are there") == []
+    assert symbols("can you call me") == []
+
+
+@pytest.mark.parametrize("value", ["S1234567D", "91234567", "4111111111111111", "SKB9012C", "K7654321Z",
+                                   "0123456789", "+6598770012", "60001234"])
+def test_verbalizer_and_normalizer_round_trip(value):
+    expect = value.lstrip("+")
+    for seed in range(12):
+        spoken = verbalize(value, random.Random(seed))
+        assert expect in symbols(spoken), (value, spoken)
+
+
+@pytest.mark.parametrize("style", ["single", "oh", "repeat", "pairs"])
+def test_every_digit_style_round_trips(style):
+    rng = random.Random(3)
+    for _ in range(200):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(7, 16)))
+        spoken = verbalize_digits(digits, rng, style)
+        assert symbols(spoken) == [digits], (digits, spoken)
+
+
+def test_email_verbalizer_speaks_at_and_dot():
+    assert verbalize_email("tan.wm88@gmail.com", random.Random(0)).endswith("at gmail dot com")
+    assert "underscore" in verbalize_email("remy_lee@yahoo.com.sg")
