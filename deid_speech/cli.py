@@ -84,6 +84,10 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
             ok += 1
             msg = (f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s "
                    f"-> {audio_out}")
+            if result.uncovered:
+                secs = sum(b - a for a, b in result.uncovered)
+                msg += (f"\nwarning: {f}: {secs:.1f}s of speech-like audio has no transcribed words and "
+                        f"was not checked for PII (see uncovered_speech in the JSON)")
         except Exception as e:  # never a traceback, never a half-written or stale output
             failed.append(f)
             remove_stale_outputs(f, out_dir)

@@ -40,6 +40,7 @@ class RedactResult:
     spans: list[Span]
     transcript: Transcript
     redacted_transcript: str
+    uncovered: list[tuple[float, float]] = field(default_factory=list)
 
     def to_json(self, file: str, config: RedactConfig, asr_name: str) -> dict:
         return {
@@ -56,6 +57,8 @@ class RedactResult:
             "spans": [s.to_dict() for s in self.spans],
             "transcript": self.transcript.text,
             "redacted_transcript": self.redacted_transcript,
+            # speech-like audio that no transcribed word covers: it was not checked for PII
+            "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
             "words": [w.to_dict() for w in self.transcript.words],
         }
 
@@ -101,10 +104,13 @@ class Redactor:
         return place_spans(merge_spans(keep), transcript)
 
     def redact(self, audio: Audio, progress=None) -> RedactResult:
-        transcript = self.asr.transcribe(audio.mono16k(), progress=progress)
+        from deid_speech.asr.whisper import uncovered_speech
+
+        mono = audio.mono16k()
+        transcript = self.asr.transcribe(mono, progress=progress)
         spans = self.detect(transcript)
         return RedactResult(redact_audio(audio, spans, self.config.redact), spans, transcript,
-                            redact_text(transcript, spans))
+                            redact_text(transcript, spans), uncovered_speech(mono, 16000, transcript.words))
 
 
 def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:

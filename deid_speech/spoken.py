@@ -156,7 +156,6 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
     while i < n:
         raw = tokens[i]
         t = clean_token(raw)
-        ends_clause = raw.rstrip().endswith((".", "?", "!", ";"))
         if t in REPEAT_WORDS and i + 1 < n and token_symbols(tokens[i + 1], tokens[i + 1]):
             repeat = REPEAT_WORDS[t]
             if first < 0:
@@ -172,8 +171,6 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
             else:
                 add(TENS_WORDS[t] + "0", i, False)
                 i += 1
-            if ends_clause:
-                flush()
             continue
         if t in ("hundred", "thousand") and text and text[-1].isdigit():
             zeros = "00" if t == "hundred" else "000"
@@ -193,8 +190,6 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
         if sym is not None:
             add(sym, i, _is_weak(raw, raw))
             i += 1
-            if ends_clause:
-                flush()
             continue
         if t in JOINERS and text:
             i += 1
@@ -285,3 +280,52 @@ def verbalize_email(email: str, rng: random.Random | None = None) -> str:
         return words
 
     return " ".join(part(local, True) + ["at"] + part(domain, False))
+
+
+MONTH_NAMES = ("January February March April May June July August September October November "
+               "December").split()
+_ORDINALS = ("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+             "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth "
+             "twentieth").split()
+
+
+def ordinal_words(n: int) -> str:
+    """1 -> 'first', 23 -> 'twenty third', 30 -> 'thirtieth'."""
+    if 1 <= n <= 20:
+        return _ORDINALS[n - 1]
+    if n == 30:
+        return "thirtieth"
+    tens = "twenty" if n < 30 else "thirty"
+    return f"{tens} {_ORDINALS[n % 10 - 1]}"
+
+
+def year_words(y: int, rng: random.Random | None = None) -> str:
+    """1987 -> 'nineteen eighty seven'; 2001 -> 'two thousand and one'; 2010 -> 'twenty ten'."""
+    rng = rng or random.Random(0)
+    hi, lo = divmod(y, 100)
+    if 2000 <= y < 2010 or (y >= 2010 and rng.random() < 0.4):
+        rest = y - 2000
+        return "two thousand" + (f" and {_cardinal(rest)}" if rest else "")
+    if lo == 0:
+        return f"{_cardinal(hi)} hundred"
+    return f"{_cardinal(hi)} {'oh ' + SPOKEN_DIGITS[str(lo)] if lo < 10 else _cardinal(lo)}"
+
+
+def _cardinal(n: int) -> str:
+    if n < 10:
+        return SPOKEN_DIGITS[str(n)]
+    return _two_digits(f"{n:02d}")
+
+
+def verbalize_date(d, rng: random.Random | None = None) -> str:
+    """A ``datetime.date`` spoken: 'twelfth of March nineteen eighty seven',
+    'March twelfth nineteen eighty seven', 'the twelfth of March', 'twelve March ...'."""
+    rng = rng or random.Random(0)
+    month, day, year = MONTH_NAMES[d.month - 1], ordinal_words(d.day), year_words(d.year, rng)
+    return rng.choice([
+        f"{day} of {month} {year}",
+        f"the {day} of {month} {year}",
+        f"{month} {day} {year}",
+        f"{_cardinal(d.day)} {month} {year}",
+        f"{day} {month} {year}",
+    ])

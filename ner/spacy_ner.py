@@ -103,6 +103,15 @@ def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | No
     return pos + words[0].start(), end
 
 
+NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".split())
+
+
+def _not_a_name(text: str) -> bool:
+    """spaCy's small model tags acronyms ("IC") and fillers as PERSON in ASR text."""
+    t = text.strip(" .,")
+    return t.lower() in NOT_PERSON or (t.isupper() and len(t) <= 4) or len(t) < 2
+
+
 @register("spacy")
 class SpacyDetector:
     """PERSON and DATE from a spaCy pipeline, plus name cues and the date grammar."""
@@ -124,7 +133,7 @@ class SpacyDetector:
 
         doc = self.nlp(text)
         for ent in doc.ents:
-            if ent.label_ == "PERSON":
+            if ent.label_ == "PERSON" and not _not_a_name(ent.text):
                 a, b = self._extend_name(text, ent.start_char, ent.end_char)
                 add(a, b, "PERSON", 0.8, self.name)
             elif ent.label_ == "DATE" and _CALENDAR.search(ent.text):

@@ -1,0 +1,42 @@
+# Two commands: `make demo` (set up .venv and redact the shipped example) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.deps-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
+APT_PACKAGES := espeak-ng flite
+EXAMPLE := data/examples/call.wav
+
+.PHONY: demo test test-quick setup system-deps clean bench
+
+demo: setup
+	$(VENV)/bin/deid-speech redact $(EXAMPLE) --out-dir out/demo
+	@echo "--- redacted transcript (out/demo/call.redacted.json) ---"
+	@$(PY) -c "import json; d=json.load(open('out/demo/call.redacted.json')); print(d['redacted_transcript']); print(); [print(f\"{s['label']:<13} {s['start']:7.2f}-{s['end']:<7.2f} {s['text']}\") for s in d['spans']]"
+
+test: setup
+	$(PY) -m pytest -q
+
+test-quick: setup
+	$(PY) -m pytest -q -m "not model"
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@missing=""; for b in espeak-ng flite; do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian packages:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES)) >/dev/null; \
+	  else echo "warning: missing$$missing (apt-get install $(APT_PACKAGES)); voicing tests will be skipped"; fi; \
+	fi
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	rm -f $(VENV)/.deps-*
+	touch $(STAMP)
+
+clean:
+	rm -rf out .pytest_cache

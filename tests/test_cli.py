@@ -1,0 +1,95 @@
+"""The `deid-speech` command as a user runs it (real models for the redact runs)."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from factories import tone
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "data/examples/call.wav"
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "deid_speech", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+
+
+def test_usage_errors_exit_2_with_a_message():
+    r = run("redact", "x.wav", "--labels", "PHONE,SSN")
+    assert r.returncode == 2 and "unknown label(s) SSN" in r.stderr
+    r = run("redact", "x.wav", "--padding", "-1")
+    assert r.returncode == 2 and "padding" in r.stderr
+    r = run("redact")
+    assert r.returncode == 2
+
+
+def test_e2e_without_a_model_is_a_one_line_error(tmp_path):
+    r = run("redact", EXAMPLE, "--system", "e2e", "--out-dir", tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "e2e" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.model
+def test_redacting_the_example_covers_every_known_pii_span(tmp_path):
+    src = tmp_path / "call.wav"
+    shutil.copy(EXAMPLE, src)
+    before = src.read_bytes()
+    r = run("redact", src)
+    assert r.returncode == 0, r.stderr
+    assert src.read_bytes() == before  # input untouched
+    out_wav, out_json = tmp_path / "call.redacted.wav", tmp_path / "call.redacted.json"
+    d = json.loads(out_json.read_text())
+    truth = json.loads((EXAMPLE.parent / "call.truth.json").read_text())
+    spans = d["spans"]
+    for e in truth["entities"]:
+        assert any(s["start"] < e["end"] and e["start"] < s["end"] for s in spans), (e, spans)
+    # the beeped audio: same length/rate/channels, and each entity region really changed
+    x, sr = sf.read(src)
+    y, sr2 = sf.read(out_wav)
+    assert sr == sr2 and x.shape == y.shape
+    for e in truth["entities"]:
+        a, b = int(e["start"] * sr), int(e["end"] * sr)
+        changed = np.mean(np.abs(y[a:b] - x[a:b]) > 1e-3)
+        assert changed > 0.5, e
+    # placeholders in the transcript, none of the raw values
+    assert "[PHONE_1]" in d["redacted_transcript"] and "[NRIC_1]" in d["redacted_transcript"]
+
+
+@pytest.mark.model
+def test_a_folder_with_a_bad_file_is_processed_and_exit_is_non_zero(tmp_path):
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    # stereo 44.1 kHz flac made from the example: every channel is redacted
+    x, sr = sf.read(EXAMPLE)
+    x = x[: sr * 20]
+    from deid_speech.audio import resample
+
+    st = np.stack([resample(x, sr, 44100), 0.5 * resample(x, sr, 44100)], axis=1)
+    sf.write(calls / "stereo.flac", st, 44100, format="FLAC")
+    (calls / "empty.wav").write_bytes(b"")
+    sf.write(calls / "zero.wav", np.zeros((0, 1)), 16000)
+    out = tmp_path / "out"
+    r = run("redact", calls, "--out-dir", out, "--mode", "silence")
+    assert r.returncode == 1
+    assert "3 file(s): 1 redacted, 2 failed" in r.stdout
+    assert "empty file" in r.stderr and "zero length" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["stereo.redacted.flac", "stereo.redacted.json"]
+    info = sf.info(out / "stereo.redacted.flac")
+    assert (info.samplerate, info.channels, info.frames) == (44100, 2, st.shape[0])
+    d = json.loads((out / "stereo.redacted.json").read_text())
+    y, _ = sf.read(out / "stereo.redacted.flac")
+    for s in d["spans"]:
+        a, b = int((s["start"] + 0.02) * 44100), int((s["end"] - 0.02) * 44100)
+        assert np.all(y[a:b] == 0), s  # silence mode, both channels
+
+
+@pytest.mark.model
+def test_missing_file_is_a_one_line_error(tmp_path):
+    r = run("redact", tmp_path / "nope.wav")
+    assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
