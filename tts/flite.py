@@ -1,0 +1,92 @@
+"""Flite backend: CMU Flite 2.2 through the ``flite`` command.
+
+Install: ``apt-get install -y flite`` (Debian package ``flite`` 2.2). Built-in voices:
+``kal`` (diphone, 8 kHz), ``kal16`` (diphone, 16 kHz), ``awb``, ``rms``, ``slt``
+(clustergen, 16 kHz); a path to a ``.flitevox`` file also works. Output is
+deterministic.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import soundfile as sf
+
+from deid_speech.tts.base import BackendUnavailable, Synthesizer, register
+
+_INSTALL = "apt-get install -y flite"
+VOICES: tuple[str, ...] = ("kal", "kal16", "awb", "rms", "slt")
+
+
+def flite_binary() -> str:
+    """Path of the flite executable; raises BackendUnavailable if absent."""
+    path = shutil.which("flite")
+    if path is None:
+        raise BackendUnavailable(f"flite binary not found on PATH; run: {_INSTALL}")
+    return path
+
+
+@functools.lru_cache(maxsize=2)
+def available_voices(binary: str | None = None) -> tuple[str, ...]:
+    """Voice names the installed flite lists with ``-lv``."""
+    out = subprocess.run([binary or flite_binary(), "-lv"], capture_output=True, text=True,
+                         check=False, timeout=30).stdout
+    return tuple(out.split(":", 1)[-1].split())
+
+
+@register("flite")
+class FliteSynthesizer(Synthesizer):
+    """Flite voice; ``stretch`` > 1 speaks slower, ``f0_mean`` (Hz) shifts pitch.
+
+    Flite silently falls back to its default voice for an unknown name, so the name
+    is checked against ``flite -lv`` here and a ValueError raised instead.
+    """
+
+    def __init__(self, voice: str = "slt", stretch: float = 1.0,
+                 f0_mean: float | None = None) -> None:
+        self.binary = flite_binary()
+        if voice not in available_voices(self.binary) and not os.path.isfile(voice):
+            raise ValueError(f"flite voice {voice!r} not available; installed: "
+                             f"{', '.join(available_voices(self.binary))}")
+        if stretch <= 0:
+            raise ValueError(f"stretch must be > 0, got {stretch}")
+        self.voice = voice
+        self.stretch = float(stretch)
+        self.f0_mean = f0_mean
+        self.sample_rate = 0
+        self.sample_rate = self._run("a")[1]  # kal: 8 kHz, the rest 16 kHz; probe to be sure
+        self.name = f"flite-{os.path.basename(voice)}" + (
+            "" if stretch == 1.0 else f"-x{stretch:g}")
+
+    def command(self, text_file: str, wav_file: str) -> list[str]:
+        """The flite command line reading ``text_file`` and writing ``wav_file``."""
+        cmd = [self.binary, "-voice", self.voice, "--setf", f"duration_stretch={self.stretch}"]
+        if self.f0_mean is not None:
+            cmd += ["--setf", f"int_f0_target_mean={self.f0_mean}"]
+        return cmd + ["-f", text_file, "-o", wav_file]
+
+    def synthesize(self, text: str) -> np.ndarray:
+        text = " ".join(text.split())
+        if not text:
+            return np.zeros(0, dtype=np.float32)
+        audio, sr = self._run(text)
+        if sr != self.sample_rate:
+            raise RuntimeError(f"flite returned {sr} Hz, expected {self.sample_rate}")
+        return audio
+
+    def _run(self, text: str) -> tuple[np.ndarray, int]:
+        with tempfile.TemporaryDirectory(prefix="flite-") as tmp:
+            txt, wav = os.path.join(tmp, "in.txt"), os.path.join(tmp, "out.wav")
+            with open(txt, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+            proc = subprocess.run(self.command(txt, wav), capture_output=True, check=False,
+                                  timeout=120)
+            if proc.returncode != 0 or not os.path.isfile(wav):
+                err = proc.stderr.decode("utf-8", "replace").strip()
+                raise RuntimeError(f"flite failed (voice {self.voice!r}): {err or proc.returncode}")
+            audio, sr = sf.read(wav, dtype="float32", always_2d=True)
+        return audio.mean(axis=1).astype(np.float32), int(sr)
