@@ -3,7 +3,7 @@
     .venv/bin/python bench/redact_bench.py [--n 30] [--seed 7] [--voice piper] [--out bench/results/redact.json]
 
 1. The shipped example (data/examples/call.wav + call.truth.json).
-2. N synthetic utterances: sentences of the seed corpus *test* split, tags refilled with
+2. N synthetic utterances: sentences of a seed corpus split (``--split``, default test), tags refilled with
    fresh generated values (augment/replace.py), voiced with an offline voice (tts/),
    entity times exact from per-segment synthesis.
 3. RTF on a >= 60 s clip made of synthetic utterances: in-process (models loaded) and the
@@ -46,12 +46,12 @@ def score(pairs):
     return {"label_agnostic": agnostic.as_dict(), "label_exact": exact.as_dict()["overall"]}
 
 
-def synth_utterances(n: int, seed: int, voice: str):
+def synth_utterances(n: int, seed: int, voice: str, split: str = "test"):
     from deid_speech.augment.replace import fill_tags
     from deid_speech.augment.seed import load_split
     from deid_speech.tts.base import get_synthesizer, voice_tagged
 
-    rows = [r for r in load_split(ROOT / "data/seed/test.jsonl") if r["entities"]]
+    rows = [r for r in load_split(ROOT / f"data/seed/{split}.jsonl") if r["entities"]]
     rng = random.Random(seed)
     rng.shuffle(rows)
     synth = get_synthesizer(voice)
@@ -68,6 +68,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--voice", default="piper")
+    ap.add_argument("--split", default="test", choices=("train", "dev", "test"),
+                    help="seed split the synthetic sentences come from (tune on dev, report test)")
     ap.add_argument("--asr-model", default="tiny.en")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/redact.json")
     args = ap.parse_args()
@@ -90,17 +92,21 @@ def main() -> int:
                                              if not any(p.overlaps(t) for t in ex_truth)]
 
     # 2. synthetic utterances
-    utts = synth_utterances(args.n, args.seed, args.voice)
-    pairs, misses = [], []
+    utts = synth_utterances(args.n, args.seed, args.voice, args.split)
+    pairs, misses, false_pos = [], [], []
     for u in utts:
         r = redactor.redact(Audio(u.audio[:, None], u.sample_rate))
         pairs.append((u.entities, r.spans))
         for t in u.entities:
             if not any(t.overlaps(p) for p in r.spans):
                 misses.append({"label": t.label, "text": t.text, "asr": r.transcript.text})
+        for p in r.spans:
+            if not any(p.overlaps(t) for t in u.entities):
+                false_pos.append({"label": p.label, "text": p.text, "source": p.source, "asr": r.transcript.text})
     results["synthetic"] = score(pairs)
-    results["synthetic"].update({"n_utterances": len(utts), "voice": args.voice,
-                                 "audio_s": round(sum(u.duration for u in utts), 1), "missed": misses})
+    results["synthetic"].update({"n_utterances": len(utts), "voice": args.voice, "split": args.split,
+                                 "audio_s": round(sum(u.duration for u in utts), 1), "missed": misses,
+                                 "false_positives": false_pos})
 
     # 3. RTF on a >= 60 s clip
     clip, t_off = [], 0.0

@@ -10,7 +10,10 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    fails (NRIC check letter, Luhn, plate check letter): a privacy tool prefers a false
    positive to a leak. A passing validator raises the score.
 2. Alphanumeric shapes: NRIC/FIN ``[STFGM] + 7 digits + letter``; passport
-   ``[KE] + 7 digits + letter``; car plate ``1-3 letters + 1-4 digits + letter``.
+   ``[KE] + 7 digits + letter``; car plate ``1-3 letters + 1-4 digits + letter``. Any
+   other stretch of 5+ spelled symbols that starts and ends with a letter and holds a
+   digit ("SNG97W1U": a plate the recogniser garbled) is reported at a low score under
+   the cue's label or the likeliest shape.
 3. Digit stretches: 8 digits starting 6/8/9 (or 65 + that) -> PHONE; 13-19 digits
    starting 3-6 -> CREDIT_CARD; 9-12 digits -> BANK_ACCOUNT; any other stretch of 7+
    digits -> the label of the nearest cue word before it, else BANK_ACCOUNT, at a low score.
@@ -23,8 +26,10 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    16-digit card). Stretches under 7 digits are never reported by this detector
    (prices, times, block/unit/bus numbers, last-four mentions); dates are the date
    detector's job.
-6. Emails: "<local> at <domain> dot <tld>" with up to five local tokens, or any token
-   with "@"; the TLD must be present.
+6. Emails are anchored on a top-level domain ("dot com", ".sg", "gmail.com") and extend
+   back over the domain, "at" and up to four local-part words (spelled letters and digits
+   do not count); "x@y.com" tokens too. With "at" the score is high; without (Whisper
+   glues "kneelingatpacific .net") it is lower, raised by an "email" cue.
 """
 from __future__ import annotations
 
@@ -56,7 +61,7 @@ NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometre
 KNOWN_TLDS = frozenset("com sg net org edu gov co my io biz info uk au in id hk".split())
 EMAIL_STOP = frozenset(
     "is my email e-mail address the it's its it to me send please can you your mail id and or "
-    "is, was at also just use using".split())
+    "was also just use using for".split())
 
 SCORE_VALID = 0.95
 SCORE_SHAPE = 0.75
@@ -130,6 +135,14 @@ def _classify(sym: Symbols, cue: str | None) -> list[_Hit]:
         if not any(taken[m.start():m.end()]) and cue in ("NRIC", None):
             take(m.start(), m.end(), "NRIC", 0.7 if cue == "NRIC" else SCORE_WEAK)
 
+    # anything else that mixes letters and digits like an identifier ("SNG97W1U", "SJ09137Z":
+    # a plate or IC the recogniser garbled): report it under the likeliest label
+    for m in re.finditer(r"[A-Z]+\d[A-Z0-9]*[A-Z]", s):
+        lo, hi = m.span()
+        if hi - lo < 5 or any(taken[lo:hi]) or any(sym.weak[lo:hi]):
+            continue
+        take(lo, hi, _id_label(m.group(), cue), SCORE_WEAK)
+
     for m in re.finditer(r"\d+", s):
         lo, hi = m.span()
         if any(taken[lo:hi]):
@@ -138,6 +151,27 @@ def _classify(sym: Symbols, cue: str | None) -> list[_Hit]:
         if hit is not None:
             take(lo, hi, *hit)
     return hits
+
+
+def _spelled_tld(toks: list[str], k: int) -> int:
+    """Length of a TLD spelled letter by letter at ``k`` ("s g", "c o m"), else 0."""
+    for size in (3, 2):
+        letters = toks[k:k + size]
+        if len(letters) == size and all(len(t) == 1 and t.isalpha() for t in letters) \
+                and "".join(letters) in KNOWN_TLDS:
+            return size
+    return 0
+
+
+def _id_label(v: str, cue: str | None) -> str:
+    if cue in ("NRIC", "PASSPORT_NUM", "CAR_PLATE"):
+        return cue
+    digits = sum(c.isdigit() for c in v)
+    if v[0] in "STFGM" and digits >= 6:
+        return "NRIC"
+    if v[0] in "KE" and digits >= 6:
+        return "PASSPORT_NUM"
+    return "CAR_PLATE"
 
 
 def _digit_label(d: str, cue: str | None) -> tuple[str, float] | None:
@@ -188,58 +222,63 @@ class PatternDetector:
         return spans
 
     def _emails(self, transcript: Transcript) -> list[Span]:
+        """Emails, anchored on their top-level domain: "... at gmail dot com", "x@y.com",
+        and what Whisper makes of spoken ones ("kneelingatpacific .net .sg",
+        "charwood dot min at iclod .com")."""
         words = transcript.words
-        toks = [clean_token(w.text) for w in words]
+        toks = [clean_token(w.text).lstrip("-") for w in words]
+        dotted = [w.text.strip().startswith(".") for w in words]
+        n = len(toks)
+
+        def is_dot(k: int) -> bool:
+            return toks[k] in ("dot", "period", "point")
+
+        def is_tld(k: int) -> bool:
+            if toks[k] in KNOWN_TLDS and (dotted[k] or (k > 0 and is_dot(k - 1))):
+                return True
+            return bool(re.search(r"[a-z0-9]\.(?:" + "|".join(KNOWN_TLDS) + r")$", toks[k]))
+
         out: list[Span] = []
-        used = -1
-        for i, t in enumerate(toks):
-            if i <= used:
+        k = 0
+        while k < n:
+            if "@" in toks[k] and re.search(r"[a-z0-9]@[a-z0-9-]+\.", toks[k]):
+                out.append(span_from_words(transcript, [words[k]], "EMAIL", SCORE_VALID, self.name))
+                k += 1
                 continue
-            if "@" in t and re.search(r"[a-z0-9]@[a-z0-9-]+\.", t):
-                out.append(span_from_words(transcript, [words[i]], "EMAIL", SCORE_VALID, self.name))
-                used = i
-                continue
-            if t not in ("at", "@") or i == 0:
-                continue
-            end = self._domain_end(toks, i)
-            if end is None:
-                continue
-            start, budget = i, 5  # up to 5 words back; spelled letters/digits cost nothing
-            while start - 1 >= 0 and i - start < 24 and toks[start - 1] not in EMAIL_STOP \
-                    and toks[start - 1] and not words[start - 1].text.rstrip().endswith((",", ".", "?", "!")):
-                spelled = len(toks[start - 1]) == 1 or toks[start - 1] in DIGIT_WORDS
+            end = k
+            if not is_tld(k):
+                spelled = _spelled_tld(toks, k) if k > 0 and is_dot(k - 1) else 0
                 if not spelled:
+                    k += 1
+                    continue
+                end = k + spelled - 1  # "dot s g"
+            # extend over further ".sg" / "dot sg"
+            while end + 1 < n and (is_tld(end + 1) or (is_dot(end + 1) and end + 2 < n and is_tld(end + 2))):
+                end += 1 if is_tld(end + 1) else 2
+            start, budget, has_at = k, 4, False
+            while start - 1 >= 0:
+                j = start - 1
+                t = toks[j]
+                if t in ("at", "@"):
+                    if has_at:
+                        break
+                    has_at = True
+                elif is_dot(j) or dotted[j] or t in ("underscore", "dash", "hyphen"):
+                    pass
+                elif t in EMAIL_STOP or not t or words[j].text.rstrip().endswith((",", "?", "!")) \
+                        or (words[j].text.rstrip().endswith(".") and not dotted[j + 1] and not is_dot(j + 1)):
+                    break
+                elif not (len(t) == 1 or t in DIGIT_WORDS):
                     if budget == 0:
                         break
                     budget -= 1
-                start -= 1
-            if start == i:
+                start = j
+            cue = any(t in ("email", "e-mail", "mail", "emails") for t in toks[max(0, start - 8):start])
+            glued = any(re.search(r"[a-z]at[a-z]", t) for t in toks[start:k])  # "kneelingatpacific"
+            if (start == k and not re.search(r"[a-z0-9]\.", toks[k])) or not (has_at or cue or glued):
+                k = end + 1
                 continue
-            tld = re.split(r"[.]", toks[end])[-1]
-            score = SCORE_VALID if tld in KNOWN_TLDS else SCORE_SHAPE
-            out.append(span_from_words(transcript, list(words[start: end + 1]), "EMAIL", score, self.name))
-            used = end
+            score = SCORE_VALID if has_at else (SCORE_SHAPE if cue else SCORE_WEAK)
+            out.append(span_from_words(transcript, list(words[start:end + 1]), "EMAIL", score, self.name))
+            k = end + 1
         return out
-
-    @staticmethod
-    def _domain_end(toks: list[str], at: int) -> int | None:
-        """Index of the last domain token after "at", or None when no dot/TLD follows."""
-        last = None
-        k = at + 1
-        saw_dot = False
-        while k < len(toks) and k - at <= 10:
-            t = toks[k]
-            if t in ("dot", "period", "point"):
-                saw_dot = True
-                k += 1
-                continue
-            if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", t or "-"):
-                break
-            if "." in t:
-                saw_dot = True
-            if saw_dot and (t.split(".")[-1] in KNOWN_TLDS or (k > at + 1 and toks[k - 1] in ("dot", "period", "point"))):
-                last = k
-            elif k > at + 1 and toks[k - 1] not in ("dot", "period", "point", "dash", "hyphen") and t not in ("dash", "hyphen"):
-                break
-            k += 1
-        return last

@@ -42,13 +42,30 @@ _CALENDAR = re.compile(r"\b(?:" + _MONTH + r"|" + _ORD + r"|\d{4}|\d{1,2}[/.-]\d
                        re.IGNORECASE)
 
 TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
-NAME_CUES = (re.compile(r"\b(?:my name is|my name's|name is|this is|i am|i'm|speaking to|called|"
-                        r"calling for|ask for|looking for|spell(?:ed)?(?: as)?)\s+", re.IGNORECASE),)
+# cue phrases after which a name follows; (regex, whether the name must be capitalised)
+NAME_CUES = (
+    (re.compile(r"\b(?:my name is|my name's|name is|this is|i am|i'm|speaking to|called|calling for|"
+                r"ask for|looking for|spell(?:ed)?(?: as)?|account holder is|holder is|"
+                r"under the name(?: of)?|name on the \w+ is|appointment for|booking for|patient)\s+",
+                re.IGNORECASE), False),
+    (re.compile(r"\bmy (?:brother|sister|wife|husband|son|daughter|mother|father|mum|mom|dad|friend|"
+                r"colleague|boss|cousin|uncle|auntie|maid|helper)(?: is| called)?,?\s+", re.IGNORECASE), True),
+)
 JOINERS = frozenset("bin binte bte s/o d/o son daughter of al ap van de da".split())
 NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
-    "interested available fine good well lah ah uh um er can is was will would".split())
+    "interested available fine good well lah ah uh um er can is was will would wants want need needs "
+    "has have had already got".split())
+# capitalised words that are not names in call-centre speech (for the proper-noun rule)
+NOT_NAME_WORDS = frozenset(
+    "bank insurance travel passport card account street road avenue drive mall clinic hospital centre "
+    "center limited ltd pte airlines airways singapore malaysia india china indonesia thailand "
+    "customer service team department office branch block unit level road company group holdings "
+    "mastercard visa amex paynow giro cpf hdb lta ica mom iras polyclinic i hello hi thanks thank okay "
+    "ok yes no sorry please dear sir madam can confirm departing arriving policy claim plate number "
+    "email phone mobile address date birth monday tuesday wednesday thursday friday saturday sunday "
+    "god lord christmas raya deepavali".split())
 
 
 def _import_spacy_without_torch():
@@ -109,7 +126,8 @@ NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".s
 def _not_a_name(text: str) -> bool:
     """spaCy's small model tags acronyms ("IC") and fillers as PERSON in ASR text."""
     t = text.strip(" .,")
-    return t.lower() in NOT_PERSON or (t.isupper() and len(t) <= 4) or len(t) < 2
+    return (t.lower() in NOT_PERSON or (t.isupper() and len(t) <= 4) or len(t) < 2
+            or (t.islower() and " " not in t))  # a lone lower-case word ("expiry")
 
 
 @register("spacy")
@@ -138,10 +156,12 @@ class SpacyDetector:
                 add(a, b, "PERSON", 0.8, self.name)
             elif ent.label_ == "DATE" and _CALENDAR.search(ent.text):
                 add(ent.start_char, ent.end_char, "DATE", 0.8, self.name)
-        for rx in NAME_CUES:
+        for a, b in self._proper_noun_runs(doc):
+            add(a, b, "PERSON", 0.55, "propn")
+        for rx, capitalised in NAME_CUES:
             for m in rx.finditer(text):
                 r = _name_after(text, m.end())
-                if r:
+                if r and (not capitalised or text[r[0]].isupper()):
                     add(*r, "PERSON", 0.7, "cue")
         for m in re.finditer(r"\b(" + "|".join(TITLES) + r")\.?\s+(?=[A-Za-z])", text, re.IGNORECASE):
             r = _name_after(text, m.end(), max_words=3)
@@ -150,6 +170,32 @@ class SpacyDetector:
         for m in DATE_RX.finditer(text):
             add(m.start(), m.end(), "DATE", 0.85, "date-grammar")
         return out
+
+    @staticmethod
+    def _proper_noun_runs(doc) -> list[tuple[int, int]]:
+        """Runs of two or more capitalised proper nouns that spaCy gave no entity type
+        (ASR mangles names into words spaCy does not know: "Limay Lane", "Rui En")."""
+        runs: list[tuple[int, int]] = []
+        cur: list = []
+
+        def close() -> None:
+            if len(cur) >= 2:
+                runs.append((cur[0].idx, cur[-1].idx + len(cur[-1].text)))
+            cur.clear()
+
+        for tok in doc:
+            word = tok.text.strip(".,")
+            ok = (tok.pos_ == "PROPN" and word[:1].isupper() and word.isalpha() and len(word) >= 2
+                  and not word.isupper() and word.lower() not in NOT_NAME_WORDS
+                  and word.lower() not in MONTHS and tok.ent_type_ in ("", "PERSON"))
+            if ok and not (cur and doc[tok.i - 1].text.endswith((",", "."))):
+                cur.append(tok)
+            else:
+                close()
+                if ok:
+                    cur.append(tok)
+        close()
+        return runs
 
     @staticmethod
     def _extend_name(text: str, a: int, b: int) -> tuple[int, int]:

@@ -144,3 +144,31 @@ def test_every_span_records_its_detector_and_times_of_its_words():
     (s,) = DET.detect(t)
     assert s.source == "patterns"
     assert s.start == t.words[3].start and s.end == t.words[10].end
+
+
+@pytest.mark.parametrize("text,label", [
+    ("The loan for SNG97W1U, paid finish already", "CAR_PLATE"),  # "double one" heard as W1
+    ("insurance renewal of SJ09137Z, we will email", "CAR_PLATE"),  # an extra digit
+    ("my car. S .L .K. 66855J is car", "CAR_PLATE"),
+    ("IC is S 1 2 3 4 5 6 7 8 D", "NRIC"),
+])
+def test_garbled_identifiers_are_still_flagged(text, label):
+    assert label in labels(text)
+
+
+def test_words_that_sound_like_letters_do_not_make_identifiers():
+    assert found("are you 2 years old see") == []
+
+
+@pytest.mark.parametrize("text,value", [
+    ("can send the menu to kneelingatpacific .net .sg or not", "kneelingatpacific .net .sg"),
+    ("My email, our dot charmer at icloud .com. No dot in between.", "our dot charmer at icloud .com"),
+    ("My email is c .towatyahoo .com. Law.", "c .towatyahoo .com"),
+    ("The e -mail charwood dot min at iclod .com is bouncing", "charwood dot min at iclod .com"),
+])
+def test_emails_as_whisper_writes_them_are_detected(text, value):
+    assert ("EMAIL", value) in found(text)
+
+
+def test_a_plain_web_address_is_not_an_email_when_nothing_precedes_it():
+    assert found("visit .com for more") == []

@@ -50,3 +50,24 @@ def test_calendar_dates_are_found(det, text, date):
 ])
 def test_relative_times_are_not_dates(det, text):
     assert [x for x in found(det, text) if x[0] == "DATE"] == []
+
+
+@pytest.mark.parametrize("text,name", [
+    ("Every month, the account holder is low Huey link.", "low Huey link"),
+    ("Travel Insurance for Limay Lane, Passport, K9868282Q, Departing", "Limay Lane"),
+    ("can I confirm the appointment for Daren tow Rui N?", "Daren"),
+    ("my brother Ahmad Rizal will collect", "Ahmad Rizal"),
+])
+def test_names_mangled_by_asr_are_found_by_cues_and_proper_noun_runs(det, text, name):
+    persons = [t for lab, t in found(det, text) if lab == "PERSON"]
+    assert any(name in p for p in persons), persons
+
+
+@pytest.mark.parametrize("text", [
+    "My daughter manage everything, her email is with her",
+    "you're IC number please",
+    "Reading from the card, expiry zero five",
+    "Travel Insurance for the Passport Office",
+])
+def test_common_words_are_not_taken_for_names(det, text):
+    assert [t for lab, t in found(det, text) if lab == "PERSON"] == []
