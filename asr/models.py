@@ -104,6 +104,27 @@ def _hf_to_ct2(src: str) -> Path:
     return out
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check of the hub endpoint, so an offline machine gets a clear error at
+    once instead of half a minute of download retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
+        return False
+    try:
+        from huggingface_hub import constants
+
+        url = urlparse(constants.ENDPOINT)
+    except Exception:
+        return False
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def resolve_model(name: str) -> ResolvedModel:
     """Map an ``--asr-model`` value to a loadable model (see module docstring)."""
     if name in ("tiny.en", "tiny-en"):
@@ -123,6 +144,9 @@ def resolve_model(name: str) -> ResolvedModel:
     if p.exists():
         raise DeidError(f"{p}: not a Whisper model (expected a folder or a .pt checkpoint)")
     if "/" in name:  # hub name, e.g. openai/whisper-small
+        if not _hub_reachable():
+            raise DeidError(f"{name!r} looks like a Hugging Face hub name, but the hub is not reachable "
+                            "from this machine; pass a local model folder or tiny.en/base")
         return ResolvedModel("ct2", _hf_to_ct2(name), name)
     raise DeidError(f"unknown ASR model {name!r}: use tiny.en, base, a model folder, a .pt checkpoint "
                     "or a Hugging Face hub name")

