@@ -4,8 +4,9 @@ Backends: faster-whisper (CTranslate2 folders; int8 on CPU) and openai-whisper
 (``.pt`` checkpoints). Audio of any length is cut at quiet points into windows of at most
 ``window_s`` seconds, so each is one Whisper window (Whisper's own seeking across 30 s
 windows was seen to skip 20 s of speech on the shipped example). Each window is decoded
-with ``overlap_s`` of context on both sides and keeps only the words whose midpoint falls
-inside its own stretch, so no word is lost or duplicated at a boundary. Speech that no
+with ``overlap_s`` of context on both sides and the preceding words as its prompt, and
+keeps only the words whose midpoint falls inside its own stretch, so no word is lost or
+duplicated at a boundary. Speech that no
 word covers afterwards is decoded again on its own (:func:`uncovered_speech`).
 """
 from __future__ import annotations
@@ -37,6 +38,7 @@ class AsrOptions:
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
 FRAME_S = 0.05
+PROMPT_WORDS = 40  # words of the preceding window given as the prompt (context across windows)
 
 
 def cut_points(audio: np.ndarray, sr: int, window_s: float, search_s: float | None = None) -> list[float]:
@@ -121,12 +123,13 @@ class Transcriber:
         except Exception as e:
             raise DeidError(f"cannot load Whisper model {r.path}: {str(e).splitlines()[0] if str(e) else e}") from None
 
-    def _decode(self, audio: np.ndarray) -> tuple[list[RawWord], list[tuple[float, float]]]:
+    def _decode(self, audio: np.ndarray, prompt: str | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
         o = self.options
         if self.resolved.kind == "ct2":
             segments, _ = self._model.transcribe(
                 audio, language=o.language if self._multilingual() else None, beam_size=o.beam_size,
-                word_timestamps=True, condition_on_previous_text=False, vad_filter=False)
+                word_timestamps=True, condition_on_previous_text=False, vad_filter=False,
+                initial_prompt=prompt or None)
             words: list[RawWord] = []
             segs: list[tuple[float, float]] = []
             for s in segments:
@@ -135,7 +138,7 @@ class Transcriber:
             return words, segs
         result = self._model.transcribe(audio, language=o.language, beam_size=o.beam_size,
                                         word_timestamps=True, condition_on_previous_text=False,
-                                        fp16=False)
+                                        fp16=False, initial_prompt=prompt or None)
         words = [(w["word"], w["start"], w["end"], w.get("probability", 1.0))
                  for s in result["segments"] for w in s.get("words", [])]
         return words, [(s["start"], s["end"]) for s in result["segments"]]
@@ -156,7 +159,9 @@ class Transcriber:
             self._decode_owned(audio, cuts[k], cuts[k + 1], words, segs)
             if progress:
                 progress(cuts[k + 1], cuts[-1])
-        # second chance for speech that no word covers (a window Whisper ended early)
+        # second chance for speech that no word covers (Whisper skipped it): decode the
+        # stretch alone, with the words before it as the prompt, which tiny.en needs to
+        # recognise a short isolated phrase (seen on the shipped example)
         for a, b in uncovered_speech(audio, sr, words):
             self._decode_owned(audio, a, b, words, segs)
         words.sort(key=lambda w: (w[1], w[2]))
@@ -169,7 +174,8 @@ class Transcriber:
         sr, total = MODEL_RATE, len(audio) / MODEL_RATE
         lo = max(0.0, own_lo - self.options.overlap_s)
         hi = min(total, own_hi + self.options.overlap_s)
-        w, s = self._decode(audio[int(lo * sr): int(hi * sr)])
+        before = [x[0] for x in words if x[2] <= own_lo + 1e-6][-PROMPT_WORDS:]
+        w, s = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(t.strip() for t in before))
         last = own_hi >= total - 1e-6
         recent = [x for x in words[-40:] if x[2] > lo]  # kept words near this window's start
         for text, ws, we, p in w:

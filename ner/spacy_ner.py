@@ -56,7 +56,7 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
-    "has have had already got".split())
+    "has have had already got it he she they we you him her them me us".split())
 # capitalised words that are not names in call-centre speech (for the proper-noun rule)
 NOT_NAME_WORDS = frozenset(
     "bank insurance travel passport card account street road avenue drive mall clinic hospital centre "
