@@ -130,6 +130,10 @@ def _classify(sym: Symbols, cue: str | None) -> list[_Hit]:
                 if cue == label:
                     score = max(score, 0.9)
             take(lo, hi, label, score)
+    # NRIC whose first letter the recogniser dropped: 7 digits + letter
+    for m in re.finditer(r"(?<![A-Z0-9])\d{7}[A-Z]", s):
+        if not any(taken[m.start():m.end()]) and not any(sym.weak[m.start():m.end()]):
+            take(m.start(), m.end(), "NRIC", 0.85 if cue == "NRIC" else SCORE_SHAPE)
     # NRIC whose final letter the recogniser dropped: letter + 7 digits after an IC cue
     for m in re.finditer(r"[STFGM]\d{7}(?![0-9])", s):
         if not any(taken[m.start():m.end()]) and cue in ("NRIC", None):

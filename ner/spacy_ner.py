@@ -38,8 +38,9 @@ DATE_RX = re.compile(
     r"|" + _MONTH + r",? " + _YEAR +
     r"|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})\b",
     re.IGNORECASE)
-_CALENDAR = re.compile(r"\b(?:" + _MONTH + r"|" + _ORD + r"|\d{4}|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b",
-                       re.IGNORECASE)
+# what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
+_CALENDAR = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(_ORD_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
+                       r"(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b", re.IGNORECASE)
 
 TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
 # cue phrases after which a name follows; (regex, whether the name must be capitalised)

@@ -172,3 +172,8 @@ def test_emails_as_whisper_writes_them_are_detected(text, value):
 
 def test_a_plain_web_address_is_not_an_email_when_nothing_precedes_it():
     assert found("visit .com for more") == []
+
+
+def test_nric_whose_prefix_letter_was_not_heard_is_flagged_with_its_final_letter():
+    got = found("For my IC is 8 4 1 2 3 7 5 G. Can I have")
+    assert got == [("NRIC", "8 4 1 2 3 7 5 G")]

@@ -67,7 +67,13 @@ def test_names_mangled_by_asr_are_found_by_cues_and_proper_noun_runs(det, text, 
     "My daughter manage everything, her email is with her",
     "you're IC number please",
     "Reading from the card, expiry zero five",
+    "For my IC is 8 4 1 2 3 7 5 G.",
     "Travel Insurance for the Passport Office",
 ])
 def test_common_words_are_not_taken_for_names(det, text):
     assert [t for lab, t in found(det, text) if lab == "PERSON"] == []
+
+
+@pytest.mark.parametrize("text", ["For my IC is 8 4 1 2 3 7 5 G.", "the code is 4 5 6 7"])
+def test_bare_digit_strings_are_not_dates(det, text):
+    assert [t for lab, t in found(det, text) if lab == "DATE"] == []
