@@ -79,8 +79,10 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
         t0 = time.perf_counter()
         if bar:
             bar.set_description(f.name[:40])
+            bar.set_postfix_str("")
         try:
-            audio_out, _, result = redact_file(redactor, f, out_dir, inputs)
+            progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
+            audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress)
             ok += 1
             msg = (f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s "
                    f"-> {audio_out}")
