@@ -6,6 +6,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 APT_PACKAGES := espeak-ng flite
 EXAMPLE := data/examples/call.wav
+# llama-cpp-python builds from source: a portable AVX2 build (a native build picked AMX
+# kernels that crash in this kind of VM)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
 
 .PHONY: demo test test-quick setup system-deps clean bench
 
@@ -33,7 +36,7 @@ system-deps:
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements.txt
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
 	rm -f $(VENV)/.deps-*
 	touch $(STAMP)

@@ -93,3 +93,22 @@ def test_a_folder_with_a_bad_file_is_processed_and_exit_is_non_zero(tmp_path):
 def test_missing_file_is_a_one_line_error(tmp_path):
     r = run("redact", tmp_path / "nope.wav")
     assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_augment_cli_with_the_template_backend_resumes_and_summarises(tmp_path):
+    out = tmp_path / "aug.jsonl"
+    seed = ROOT / "data/seed/train.jsonl"
+    r = run("augment", "--backend", "template", "--n", "30", "--seed", "4", "--in", seed, "--out", out)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["accepted"] == 30 and summary["complete"] and sum(summary["labels"].values()) > 0
+    r = run("augment", "--backend", "template", "--n", "45", "--seed", "4", "--in", seed, "--out", out)
+    assert json.loads(r.stdout)["new"] == 15
+    assert len(out.read_text().splitlines()) == 45
+
+
+def test_augment_cli_errors_are_one_line(tmp_path):
+    r = run("augment", "--backend", "ollama", "--host", "http://127.0.0.1:9", "--out", tmp_path / "x.jsonl")
+    assert r.returncode == 1 and "not reachable" in r.stderr and "Traceback" not in r.stderr
+    r = run("augment", "--backend", "template", "--in", tmp_path / "none.jsonl", "--out", tmp_path / "x.jsonl")
+    assert r.returncode == 1 and "no such seed file" in r.stderr

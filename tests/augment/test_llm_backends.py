@@ -1,0 +1,108 @@
+"""LLM backends for real: Ollama's HTTP API against a local server that speaks it, the
+embedded llama.cpp model, and clear errors when a backend cannot run."""
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, Request
+from deid_speech.augment.prompts import build_prompt
+from deid_speech.errors import DeidError
+
+ANSWER = ("my number is [PHONE] nine one two three four five six seven [PHONE] lah\n"
+          "1. call [PHONE] eight eight [PHONE]")
+
+
+class FakeOllama(BaseHTTPRequestHandler):
+    """The two endpoints the client uses: GET /api/version and POST /api/chat (stream off)."""
+
+    requests: list = []
+
+    def log_message(self, *a):
+        pass
+
+    def _json(self, obj, code=200):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path == "/api/version":
+            return self._json({"version": "0.9.0"})
+        self._json({"error": "not found"}, 404)
+
+    def do_POST(self):
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        FakeOllama.requests.append((self.path, payload))
+        if self.path != "/api/chat":
+            return self._json({"error": "not found"}, 404)
+        if payload["model"] != "llama3.1":
+            return self._json({"error": f"model '{payload['model']}' not found"}, 404)
+        self._json({"model": payload["model"], "created_at": "2026-11-22T00:00:00Z",
+                    "message": {"role": "assistant", "content": ANSWER}, "done": True, "done_reason": "stop"})
+
+
+@pytest.fixture
+def server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeOllama)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    FakeOllama.requests = []
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def request(n=20):
+    tags = Counter({"PHONE": 1})
+    return Request("similar", tags, build_prompt("similar", tags, ["x [PHONE] one [PHONE] y"], n), 0.3, 42, n)
+
+
+def test_ollama_backend_speaks_the_chat_api(server):
+    pytest.importorskip("ollama")
+    b = OllamaBackend(model="llama3.1", host=server)
+    assert b.generate(request()) == ANSWER
+    path, payload = FakeOllama.requests[-1]
+    assert path == "/api/chat" and payload["model"] == "llama3.1" and payload["stream"] is False
+    assert payload["options"]["temperature"] == 0.3 and payload["options"]["seed"] == 42
+    assert payload["messages"][0]["role"] == "system" and "[PHONE]" in payload["messages"][1]["content"]
+
+
+def test_ollama_unknown_model_is_a_clear_error(server):
+    pytest.importorskip("ollama")
+    with pytest.raises(DeidError, match="not found"):
+        OllamaBackend(model="nope", host=server).generate(request())
+
+
+def test_unreachable_ollama_fails_fast_not_hangs():
+    pytest.importorskip("ollama")
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    t = time.perf_counter()
+    with pytest.raises(DeidError, match="not reachable"):
+        OllamaBackend(host=f"http://127.0.0.1:{port}")
+    assert time.perf_counter() - t < 5
+
+
+def test_missing_gguf_is_a_clear_error(tmp_path):
+    pytest.importorskip("llama_cpp")
+    with pytest.raises(DeidError, match="no such GGUF"):
+        LlamaCppBackend(model=str(tmp_path / "none.gguf"))
+
+
+@pytest.mark.model
+def test_embedded_llama_cpp_model_generates_text():
+    pytest.importorskip("llama_cpp")
+    b = LlamaCppBackend()
+    out = b.generate(request(n=3))
+    assert isinstance(out, str) and len(out.split()) >= 5
+    assert b.generate(request(n=3)) == out  # seeded: reproducible
