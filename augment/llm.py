@@ -92,6 +92,8 @@ class LlamaCppBackend:
             raise DeidError(f"{path}: cannot load GGUF model ({e})") from None
 
     def generate(self, req: Request) -> str:
+        self.llm.reset()  # no KV-cache carry-over between requests: same request, same answer
+        self.llm.set_seed(req.seed)
         out = self.llm.create_chat_completion(messages=req.messages, temperature=req.temperature,
                                               seed=req.seed, max_tokens=40 * req.n, repeat_penalty=1.1)
         return out["choices"][0]["message"]["content"]
