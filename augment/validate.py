@@ -11,11 +11,14 @@ from collections import Counter
 
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "unbalanced", "wrong_tags", "too_short", "too_long", "duplicate",
-           "meta")
+REASONS = ("empty", "bullet", "meta", "unbalanced", "wrong_tags", "too_short", "too_long",
+           "untagged_pii", "no_number", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
-_META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:)", re.IGNORECASE)
+_META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:)|\b(?:NER|tags?|prompt|"
+                   r"sentences|generate|the example)\b", re.IGNORECASE)
+_NUMBER = re.compile(r"\d|\b(?:zero|oh|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+                     r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand)\b", re.IGNORECASE)
 
 
 def normalise(text: str) -> str:
@@ -30,7 +33,7 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "empty"
     if _BULLET.match(line):
         return None, "bullet"
-    if _META.match(line):
+    if _META.search(line):
         return None, "meta"
     try:
         text, ents = parse_tagged(line)
@@ -43,11 +46,30 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "too_short"
     if n > MAX_WORDS:
         return None, "too_long"
+    if _untagged_pii(text, ents):
+        return None, "untagged_pii"
+    if not tags and not _NUMBER.search(text):
+        return None, "no_number"  # a no-PII training sentence is there for its confusable numbers
     key = normalise(_without_values(text, ents))
     if key in seen:
         return None, "duplicate"
     seen.add(key)
     return (text, ents), None
+
+
+def _untagged_pii(text: str, ents: list[EntitySpan]) -> bool:
+    """True when the spoken-form detectors find PII outside the tagged entities: such a line
+    would teach a model that a real phone number or NRIC is not PII."""
+    from deid_speech.ner.patterns import PatternDetector
+    from deid_speech.types import Transcript
+
+    words = text.split()
+    t = Transcript.from_words([(w, float(i), i + 0.5) for i, w in enumerate(words)])
+    for s in PatternDetector().detect(t):
+        lo, hi = t.words[int(s.start)].char_start, t.words[int(round(s.end - 0.5))].char_end
+        if not any(e.char_start < hi and lo < e.char_end for e in ents):
+            return True
+    return False
 
 
 def _without_values(text: str, ents: list[EntitySpan]) -> str:

@@ -50,3 +50,20 @@ def test_prompts_follow_the_paper_and_carry_the_tags():
         assert tag_list(TAGS) in text
     assert "Example sentences" in sim[1]["content"] and "Follow the structure" in sim[0]["content"]
     assert "Example sentences" not in div[1]["content"] and "creative and diverse" in div[0]["content"]
+
+
+@pytest.mark.parametrize("line,tags,reason", [
+    ("You are given a set of NER tags and must generate sentences", Counter(), "meta"),
+    ("Your task is to write twenty sentences with the tags", Counter(), "meta"),
+    ("I love creative writing and expressing myself every day", Counter(), "no_number"),
+    ("the car S F V nine seven J, twenty fifteen model, mileage eighty thousand", Counter(), "untagged_pii"),
+    ("hi [PERSON] Tan [PERSON] my other number is nine one two three four five six seven lah",
+     Counter({"PERSON": 1}), "untagged_pii"),
+])
+def test_lines_with_meta_talk_untagged_pii_or_no_numbers_are_rejected(line, tags, reason):
+    assert check_line(line, tags, set()) == (None, reason)
+
+
+def test_a_no_pii_line_with_confusable_numbers_is_accepted():
+    parsed, why = check_line("the bill is forty nine ninety, bus one nine oh can reach", Counter(), set())
+    assert why is None
