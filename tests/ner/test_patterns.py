@@ -82,6 +82,7 @@ def test_card_numbers_are_detected_with_or_without_luhn(text):
     "plate SKB 9012C",
     "vehicle number S B S three two four oh E",
     "carpark entry for S G X one two three Z",
+    "my plate s k b nine zero one two c",
 ])
 def test_car_plates_are_detected(text):
     assert "CAR_PLATE" in labels(text)
@@ -106,6 +107,7 @@ def test_bank_accounts_are_detected(text):
     ("send to tan wei ming at gmail dot com can", "tan wei ming at gmail dot com"),
     ("remy underscore lee at yahoo dot com dot sg", "remy underscore lee at yahoo dot com dot sg"),
     ("it's jlim88 at gmail.com", "jlim88 at gmail.com"),
+    ("email felicia one two three at gmail dot com", "felicia one two three at gmail dot com"),
 ])
 def test_spoken_emails_are_detected(text, value):
     got = found(text)
