@@ -21,7 +21,7 @@ from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATE
 from deid_speech.augment.replace import fill_tags
 from deid_speech.augment.seed import load_split
 from deid_speech.augment.validate import REASONS, check_line, frame_key
-from deid_speech.audio import write_text_atomic
+from deid_speech.audio import read_jsonl
 from deid_speech.errors import DeidError
 from deid_speech.types import parse_tagged, render_tagged
 
@@ -53,26 +53,6 @@ class AugmentOptions:
         return self.max_requests or 10 * math.ceil(self.n / self.per_request)
 
 
-def _read_existing(out: Path) -> list[dict]:
-    """Records already written; a line cut by an interruption is dropped from the file
-    (rewritten atomically), everything before it kept."""
-    if not out.exists():
-        return []
-    rows, clean = [], True
-    with open(out, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                clean = False
-                break
-    if not clean:
-        write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return rows
-
-
 def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=None) -> dict:
     """Run the job; return the summary. ``backend`` has ``name``, ``model``, ``generate``."""
     seeds = load_split(seed_path)
@@ -82,7 +62,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     by_tags: dict[tuple, list[str]] = {}
     for r in seeds:
         by_tags.setdefault(tuple(sorted(e["label"] for e in r["entities"])), []).append(r["tagged"])
-    existing = _read_existing(out)
+    existing = read_jsonl(out)
     seen = {frame_key(r["tagged"]) for r in seeds} | {frame_key(r["tagged"]) for r in existing}
     accepted = len(existing)
     request = max((r.get("request", -1) for r in existing), default=-1) + 1

@@ -74,6 +74,12 @@ def load(path: str | os.PathLike) -> Audio:
     return Audio(data, int(sr), info.format, info.subtype)
 
 
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def save(audio: Audio, path: str | os.PathLike) -> None:
     """Write atomically (temp file in the same folder, then rename)."""
     import soundfile as sf
@@ -85,6 +91,7 @@ def save(audio: Audio, path: str | os.PathLike) -> None:
     try:
         data = np.clip(audio.samples, -1.0, 1.0)
         sf.write(tmp, data, audio.sample_rate, format=audio.format, subtype=audio.subtype)
+        os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, p)
     except Exception as e:
         Path(tmp).unlink(missing_ok=True)
@@ -98,7 +105,31 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, p)
     except Exception:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Records of a JSONL file that a resumable job appends to. A last line cut by an
+    interruption is dropped from the file (rewritten atomically); what precedes it is kept."""
+    import json
+
+    p = Path(path)
+    if not p.exists():
+        return []
+    rows, clean = [], True
+    with open(p, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                clean = False
+                break
+    if not clean:
+        write_text_atomic(p, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return rows

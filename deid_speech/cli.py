@@ -1,4 +1,4 @@
-"""Command line: ``deid-speech redact FILE|DIR ...`` and ``deid-speech augment ...``.
+"""Command line: ``deid-speech redact FILE|DIR ...``, ``augment ...`` and ``tts ...``.
 
 Errors print one line (no traceback). Exit status: 0 all files redacted, 1 some failed,
 2 bad usage.
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--in", dest="seed_file", type=Path, default=Path("data/seed/train.jsonl"))
     a.add_argument("--out", type=Path, required=True)
     a.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    from deid_speech.tts import cli as tts_cli
+
+    tts_cli.add_parser(sub)
     return p
 
 
@@ -165,7 +168,13 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
     return 1 if failed else 0
 
 
-COMMANDS = {"redact": cmd_redact, "augment": cmd_augment}
+def cmd_tts(args: argparse.Namespace) -> int:
+    from deid_speech.tts import cli as tts_cli
+
+    return tts_cli.run(args)
+
+
+COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts}
 
 
 def main(argv: list[str] | None = None) -> int:

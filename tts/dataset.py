@@ -1,0 +1,178 @@
+"""Voice a JSONL of tagged sentences into FLAC files plus a manifest with entity times.
+
+:func:`voice_manifest` reads records with ``tagged`` (seed or augmentation JSONL), and
+for each picks a voice and an :class:`~deid_speech.tts.channel.AugmentSpec` from
+``(seed, record id)`` alone, voices it with :func:`~deid_speech.tts.base.voice_tagged`,
+levels and augments it, writes ``out_dir/audio/<id>.flac`` (16 kHz mono PCM16) and
+appends one line to ``out_dir/manifest.jsonl``. Lines follow input order, so the
+manifest is byte-identical for any worker count. A rerun skips ids already in the
+manifest (a line cut by an interruption is dropped first); ``tts_config.json`` guards
+against resuming with different settings.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from deid_speech.audio import Audio, save, write_text_atomic
+from deid_speech.audio import read_jsonl as read_manifest
+from deid_speech.augment.seed import load_split
+from deid_speech.errors import DeidError
+from deid_speech.tts.base import TARGET_SR, Synthesizer, voice_tagged
+from deid_speech.tts.channel import POLICIES, AugmentSpec, normalize_loudness
+from deid_speech.tts.voices import DEFAULT_HELD_OUT, canonical, parse_voice, voices_for_split
+
+MANIFEST = "manifest.jsonl"
+CONFIG = "tts_config.json"
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_SYNTHS: dict[str, Synthesizer] = {}  # per process: voice name -> built synthesizer
+
+Job = tuple[str, str, tuple[str, ...], str, int, str]  # id, tagged, voices, augment, seed, out_dir
+
+
+def synth_for(voice: str) -> Synthesizer:
+    """The synthesizer for a canonical voice name, built once per process."""
+    if voice not in _SYNTHS:
+        _SYNTHS[voice] = parse_voice(voice).build()
+    return _SYNTHS[voice]
+
+
+def record_rngs(seed: int, rid: str) -> list[np.random.Generator]:
+    """Three independent generators (voice pick, augmentation, pauses) for one record."""
+    key = int.from_bytes(hashlib.sha1(rid.encode("utf-8")).digest()[:8], "big")
+    return [np.random.default_rng(s) for s in np.random.SeedSequence([seed, key]).spawn(3)]
+
+
+def voice_record(job: Job) -> dict:
+    """Voice one record, write its FLAC, return its manifest record."""
+    rid, tagged, voices, augment, seed, out_dir = job
+    pick, aug, pauses = record_rngs(seed, rid)
+    voice = voices[int(pick.integers(len(voices)))]
+    spec = AugmentSpec.sample(aug, augment)
+    utt = voice_tagged(tagged, synth_for(voice), pauses)
+    segments = [p for p in utt.parts if p.source == "speech"]
+    audio, spans = spec.apply(normalize_loudness(utt.audio), [*utt.entities, *segments])
+    ents, segs = spans[:len(utt.entities)], spans[len(utt.entities):]
+    rel = f"audio/{rid}.flac"
+    save(Audio(audio[:, None], TARGET_SR, "FLAC", "PCM_16"), Path(out_dir) / rel)
+    return {
+        "id": rid, "audio": rel, "duration": round(len(audio) / TARGET_SR, 3),
+        "text": utt.text, "tagged": tagged,
+        "entities": [{"label": c.label, "start": round(s.start, 3), "end": round(s.end, 3),
+                      "char_start": c.char_start, "char_end": c.char_end}
+                     for s, c in zip(ents, utt.entity_chars)],
+        # per speech segment (text between entity boundaries), not per word
+        "words": [{"text": s.text, "start": round(s.start, 3), "end": round(s.end, 3)} for s in segs],
+        "voice": voice, "augment": spec.to_dict(),
+    }
+
+
+def _work(job: Job) -> tuple[dict | None, str | None]:
+    try:
+        return voice_record(job), None
+    except (ValueError, RuntimeError, OSError, DeidError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _results(jobs: list[Job], workers: int) -> Iterator[tuple[dict | None, str | None]]:
+    """Results in job order; ``workers`` > 1 runs in spawned processes."""
+    if workers <= 1 or len(jobs) <= 1:
+        yield from map(_work, jobs)
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        yield from pool.map(_work, jobs)
+
+
+def read_records(path: Path, limit: int | None = None) -> list[dict]:
+    """Input records with ``tagged`` and a file-safe, unique ``id`` (made from the text if absent)."""
+    if not Path(path).is_file():
+        raise DeidError(f"{path}: no such input file")
+    try:
+        rows = load_split(Path(path))
+    except json.JSONDecodeError as exc:
+        raise DeidError(f"{path}: not JSONL ({exc})") from None
+    out, seen = [], set()
+    for i, r in enumerate(rows[:limit] if limit is not None else rows, 1):
+        if not isinstance(r, dict) or not isinstance(r.get("tagged"), str):
+            raise DeidError(f"{path}: record {i} has no 'tagged' text")
+        rid = str(r.get("id") or "rec-" + hashlib.sha1(r["tagged"].encode("utf-8")).hexdigest()[:12])
+        if not _SAFE_ID.match(rid) or rid in seen:
+            raise DeidError(f"{path}: record {i}: id {rid!r} is " + ("repeated" if rid in seen else
+                            "not usable as a file name (letters, digits, . _ - only)"))
+        seen.add(rid)
+        out.append({"id": rid, "tagged": r["tagged"]})
+    return out
+
+
+def _check_config(out_dir: Path, config: dict) -> None:
+    path = out_dir / CONFIG
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old != config:
+            diff = ", ".join(k for k in config if old.get(k) != config[k])
+            raise DeidError(f"{out_dir} was voiced with other settings ({diff}); use a new --out-dir")
+    else:
+        write_text_atomic(path, json.dumps(config, indent=2) + "\n")
+
+
+def voice_manifest(in_jsonl: str | Path, out_dir: str | Path, voices: Sequence[str] | None = None,
+                   augment: str = "light", seed: int = 0, workers: int = 1,
+                   held_out: Sequence[str] = DEFAULT_HELD_OUT, split: str = "train",
+                   limit: int | None = None, progress: bool | None = None) -> dict:
+    """Voice the first ``limit`` records of ``in_jsonl`` into ``out_dir``; return a summary.
+
+    ``voices=None`` uses the default catalogue's voices allowed for ``split`` (see
+    :func:`~deid_speech.tts.voices.voices_for_split`, which also raises when a
+    held-out voice is asked to voice train). Every voice is built before any work, so
+    an unknown voice or missing backend fails at once. ``progress=None`` shows a tqdm
+    bar only when stderr is a TTY. Records that fail to voice are reported in
+    ``failed`` and retried by the next run.
+    """
+    if augment not in POLICIES:
+        raise DeidError(f"augment must be one of {', '.join(POLICIES)}, got {augment!r}")
+    records = read_records(Path(in_jsonl), limit)
+    pool = tuple(voices_for_split(voices, split, held_out))
+    for v in pool:
+        synth_for(v)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_config(out, {"seed": seed, "augment": augment, "split": split, "voices": list(pool),
+                        "held_out": canonical(held_out)})
+    existing = read_manifest(out / MANIFEST)
+    done = {r["id"] for r in existing}
+    jobs: list[Job] = [(r["id"], r["tagged"], pool, augment, seed, str(out))
+                       for r in records if r["id"] not in done]
+    from tqdm import tqdm
+
+    show = sys.stderr.isatty() if progress is None else progress
+    new: list[dict] = []
+    failed: dict[str, str] = {}
+    t0 = time.perf_counter()
+    with open(out / MANIFEST, "a", encoding="utf-8") as fh, \
+            tqdm(total=len(jobs), unit="utt", disable=not show, file=sys.stderr) as bar:
+        for job, (rec, err) in zip(jobs, _results(jobs, workers)):
+            if rec is None:
+                failed[job[0]] = err or "unknown error"
+            else:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                fh.flush()
+                new.append(rec)
+            bar.update(1)
+    wall = time.perf_counter() - t0
+    rows = existing + new
+    new_s = sum(r["duration"] for r in new)
+    return {"manifest": str(out / MANIFEST), "n": len(rows), "new": len(new),
+            "skipped": len(records) - len(jobs), "failed": failed,
+            "audio_s": round(sum(r["duration"] for r in rows), 2), "new_audio_s": round(new_s, 2),
+            "wall_s": round(wall, 2), "audio_s_per_wall_s": round(new_s / wall, 2) if new else None,
+            "per_voice": dict(sorted(Counter(r["voice"] for r in rows).items()))}
