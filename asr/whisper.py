@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from deid_speech.asr.models import ResolvedModel, resolve_model
-from deid_speech.audio import MODEL_RATE
+from deid_speech.audio import MODEL_RATE, frame_rms
 from deid_speech.errors import DeidError
 from deid_speech.types import Span, Transcript
 
@@ -52,11 +52,9 @@ def cut_points(audio: np.ndarray, sr: int, window_s: float, search_s: float | No
     while dur - cuts[-1] > window_s:
         hi_t = cuts[-1] + window_s
         lo, hi = int(max(hi_t - search_s, cuts[-1] + 1) * sr), int(hi_t * sr)
-        seg = audio[lo:hi]
-        n = len(seg) // frame
+        energy = frame_rms(audio[lo:hi], sr, FRAME_S)
         t = hi_t
-        if n > 0:
-            energy = (seg[: n * frame].reshape(n, frame) ** 2).mean(axis=1)
+        if energy.size:
             t = (lo + int(np.argmin(energy)) * frame + frame // 2) / sr
         cuts.append(t)
     cuts.append(dur)
@@ -67,11 +65,10 @@ def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, m
                      margin: float = 0.3) -> list[tuple[float, float]]:
     """Stretches of at least ``min_len`` s that sound like speech (frame energy above a
     tenth of the loud frames' level) but that no word (padded by ``margin``) covers."""
-    frame = int(FRAME_S * sr)
-    n = len(audio) // frame
+    rms = frame_rms(audio, sr, FRAME_S)
+    n = rms.size
     if n == 0:
         return []
-    rms = np.sqrt((audio[: n * frame].reshape(n, frame) ** 2).mean(axis=1))
     loud = np.percentile(rms, 90)
     active = rms > max(0.1 * loud, 1e-4)
     covered = np.zeros(n, bool)
@@ -83,10 +80,9 @@ def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, m
         if gap and start is None:
             start = k
         elif not gap and start is not None:
-            # allow short pauses inside a stretch: join with a following gap within 0.5 s
             gaps.append((start * FRAME_S, k * FRAME_S))
             start = None
-    merged: list[tuple[float, float]] = []
+    merged: list[tuple[float, float]] = []  # short pauses inside a stretch (<= 0.5 s) join it
     for a, b in gaps:
         if merged and a - merged[-1][1] <= 0.5:
             merged[-1] = (merged[-1][0], b)

@@ -48,6 +48,17 @@ def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
     return resample_poly(x, sr_out // g, sr_in // g, axis=0).astype(np.float32)
 
 
+def frame_rms(audio: np.ndarray, sr: int, frame_s: float = 0.01) -> np.ndarray:
+    """RMS of consecutive non-overlapping frames of ``frame_s`` seconds (a partial last
+    frame is dropped)."""
+    n = max(1, int(round(frame_s * sr)))
+    usable = (len(audio) // n) * n
+    if usable == 0:
+        return np.zeros(0, dtype=np.float32)
+    frames = audio[:usable].astype(np.float64).reshape(-1, n)
+    return np.sqrt((frames ** 2).mean(axis=1)).astype(np.float32)
+
+
 def load(path: str | os.PathLike) -> Audio:
     """Read an audio file; raise DeidError with a one-line reason for anything unusable."""
     import soundfile as sf

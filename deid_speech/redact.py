@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deid_speech.audio import Audio
+from deid_speech.audio import Audio, frame_rms
 from deid_speech.spoken import clean_token, normalize_tokens
 from deid_speech.types import Span, Transcript
 
@@ -56,11 +56,9 @@ def place_spans(spans: list[Span], transcript: Transcript) -> list[Span]:
 
 def speech_level(x: np.ndarray, sr: int) -> float:
     """RMS of the active (speech) frames of a mono signal: the loudest 50% of 20 ms frames."""
-    frame = max(1, int(0.02 * sr))
-    n = len(x) // frame
-    if n == 0:
+    rms = frame_rms(x, sr, 0.02)
+    if rms.size == 0:
         return float(np.sqrt(np.mean(x ** 2))) if len(x) else 0.0
-    rms = np.sqrt((x[: n * frame].reshape(n, frame) ** 2).mean(axis=1))
     active = rms[rms >= np.median(rms)]
     return float(np.sqrt(np.mean(active ** 2))) if active.size else 0.0
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from deid_speech.audio import resample
+from deid_speech.audio import frame_rms, resample
 from deid_speech.types import EntitySpan, Span, parse_tagged
 
 TARGET_SR = 16000
@@ -60,16 +60,6 @@ def get_synthesizer(name: str, **kwargs: object) -> Synthesizer:
 
 
 # --- signal helpers -------------------------------------------------------------------
-
-
-def frame_rms(audio: np.ndarray, sr: int, frame_s: float = 0.01) -> np.ndarray:
-    """RMS of consecutive non-overlapping frames of ``frame_s`` seconds."""
-    n = max(1, int(round(frame_s * sr)))
-    usable = (len(audio) // n) * n
-    if usable == 0:
-        return np.zeros(0, dtype=np.float32)
-    frames = audio[:usable].astype(np.float64).reshape(-1, n)
-    return np.sqrt((frames**2).mean(axis=1)).astype(np.float32)
 
 
 def trim_silence(audio: np.ndarray, sr: int, rel_db: float = -40.0, floor: float = 1e-3,
