@@ -18,7 +18,7 @@ _HEAD = """You are given a set of named entity recognition (NER) tags. Your task
 2. Reflect spoken language, as if someone is speaking to another person, in Singapore English (Singlish): particles like lah, lor, leh, meh, "can or not", fillers like uh and um.
 3. {third}
 
-The format for the input will be such that you will get the NER tags in close brackets. Each tag appears twice, around the words of the entity, for example: can call me at [PHONE] nine eight seven six five four three two [PHONE] after six lah. Write numbers, letters and emails the way they are spoken.
+The format for the input will be such that you will get the NER tags in close brackets. Each tag appears twice, around the words of the entity: [LABEL] the entity's words [LABEL]. Write numbers, letters and emails the way they are spoken, and never copy a given sentence.
 Given this kind of input, you need to now generate {n} more sentences that contain exactly the same NER tags as given in the prompt, one sentence per line. DO NOT ADD BULLET NUMBERS IN THE OUTPUT."""
 
 _SIMILAR_THIRD = "Follow the structure of the example sentences given below."
