@@ -186,4 +186,4 @@ class Transcriber:
         for a, b in s:
             a, b = a + lo, min(b + lo, total)
             if b > own_lo and a < own_hi and b >= a:
-                segs.append(Span(max(a, own_lo), min(b, own_hi) if b > a else b, source="asr"))
+                segs.append(Span(max(a, own_lo), min(b, own_hi), source="asr"))

@@ -58,8 +58,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     seeds = load_split(seed_path)
     if not seeds:
         raise DeidError(f"{seed_path}: no seed sentences")
-    tagsets = Counter(tuple(sorted(e["label"] for e in r["entities"])) for r in seeds)
-    by_tags: dict[tuple, list[str]] = {}
+    by_tags: dict[tuple, list[str]] = {}  # tag multiset -> seed sentences carrying it
     for r in seeds:
         by_tags.setdefault(tuple(sorted(e["label"] for e in r["entities"])), []).append(r["tagged"])
     existing = read_jsonl(out)
@@ -71,7 +70,8 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     lines_seen = 0
     new = 0
     t0 = time.perf_counter()
-    keys, weights = list(tagsets), list(tagsets.values())
+    keys = list(by_tags)
+    weights = [len(by_tags[k]) for k in keys]  # tag sets drawn as often as the seed has them
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a", encoding="utf-8") as fh:
         while accepted < opts.n and request < opts.request_limit:

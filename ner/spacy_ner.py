@@ -105,9 +105,8 @@ def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | No
     count = 0
     for m in words:
         w = m.group().lower()
-        gap = text[pos + (words[0].start() if end is None else end - pos): pos + m.start()]
-        if end is not None and re.search(r"[,.?!]", gap):
-            break
+        if end is not None and re.search(r"[,.?!]", text[end:pos + m.start()]):
+            break  # punctuation between two words ends the name
         if w in JOINERS and end is not None:
             continue
         if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2):

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from factories import tone
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data/examples/call.wav"

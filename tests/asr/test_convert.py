@@ -261,7 +261,6 @@ def test_provisioned_openai_checkpoint_runs_through_asr_model_flag(tmp_path, mon
     """`--asr-model X.pt` (openai-whisper backend) transcribes like the default backend."""
     import difflib
 
-    import soundfile as sf
 
     from deid_speech.asr.models import provision
     from deid_speech.asr.whisper import AsrOptions, Transcriber
