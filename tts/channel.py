@@ -46,7 +46,7 @@ def speed_perturb(audio: np.ndarray, factor: float, sr: int = TARGET_SR) -> tupl
 
 
 def scale_spans(spans: Sequence[Span], factor: float) -> list[Span]:
-    """Spans of the input re-timed for audio sped up by ``factor``."""
+    """Spans (or Words: anything with start/end) re-timed for audio sped up by ``factor``."""
     return [replace(s, start=s.start / factor, end=s.end / factor) for s in spans]
 
 

@@ -28,7 +28,8 @@ from deid_speech.audio import Audio, save, write_text_atomic
 from deid_speech.audio import read_jsonl as read_manifest
 from deid_speech.augment.seed import load_split
 from deid_speech.errors import DeidError
-from deid_speech.tts.base import TARGET_SR, Synthesizer, voice_tagged
+from deid_speech.tts.base import TARGET_SR, Synthesizer, Utterance, voice_tagged
+from deid_speech.types import Word
 from deid_speech.tts.channel import POLICIES, AugmentSpec, normalize_loudness
 from deid_speech.tts.voices import DEFAULT_HELD_OUT, canonical, parse_voice, voices_for_split
 
@@ -36,6 +37,7 @@ MANIFEST = "manifest.jsonl"
 CONFIG = "tts_config.json"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _SYNTHS: dict[str, Synthesizer] = {}  # per process: voice name -> built synthesizer
+_ALIGNER: list = []  # per process: the pocketsphinx aligner, built on first use
 
 Job = tuple[str, str, tuple[str, ...], str, int, str]  # id, tagged, voices, augment, seed, out_dir
 
@@ -45,6 +47,41 @@ def synth_for(voice: str) -> Synthesizer:
     if voice not in _SYNTHS:
         _SYNTHS[voice] = parse_voice(voice).build()
     return _SYNTHS[voice]
+
+
+def segment_words(utt: Utterance) -> tuple[list[Word], str]:
+    """Per-word times for an utterance, and how they were found.
+
+    Each speech segment (its times are exact by construction) is force-aligned on its
+    own with pocketsphinx, so an error cannot spill across an entity boundary. A
+    segment the aligner cannot place has its words spread over it in proportion to
+    their length (``how`` then says ``pocketsphinx+proportional``). Character offsets
+    point into ``utt.text``.
+    """
+    from deid_speech.align.base import project_words
+    from deid_speech.align.sphinx import SphinxAligner
+
+    if not _ALIGNER:
+        _ALIGNER.append(SphinxAligner())
+    out: list[Word] = []
+    how = "pocketsphinx"
+    pos = 0
+    for seg in (p for p in utt.parts if p.source == "speech"):
+        at = utt.text.find(seg.text, pos)
+        at = pos if at < 0 else at
+        pos = at + len(seg.text)
+        a, b = int(round(seg.start * TARGET_SR)), int(round(seg.end * TARGET_SR))
+        try:
+            tr = _ALIGNER[0].align(utt.audio[a:b], seg.text)
+        except DeidError:
+            tr = project_words(seg.text, [], duration=seg.duration)
+            how = "pocketsphinx+proportional"
+        last = len(tr.words) - 1
+        for i, w in enumerate(tr.words):  # the segment is trimmed speech: its edges are word edges
+            out.append(Word(w.text, seg.start if i == 0 else seg.start + w.start,
+                            seg.end if i == last else min(seg.end, seg.start + w.end),
+                            at + w.char_start, at + w.char_end))
+    return out, how
 
 
 def record_rngs(seed: int, rid: str) -> list[np.random.Generator]:
@@ -60,9 +97,9 @@ def voice_record(job: Job) -> dict:
     voice = voices[int(pick.integers(len(voices)))]
     spec = AugmentSpec.sample(aug, augment)
     utt = voice_tagged(tagged, synth_for(voice), pauses)
-    segments = [p for p in utt.parts if p.source == "speech"]
-    audio, spans = spec.apply(normalize_loudness(utt.audio), [*utt.entities, *segments])
-    ents, segs = spans[:len(utt.entities)], spans[len(utt.entities):]
+    words, how = segment_words(utt)
+    audio, spans = spec.apply(normalize_loudness(utt.audio), [*utt.entities, *words])
+    ents, words = spans[:len(utt.entities)], spans[len(utt.entities):]
     rel = f"audio/{rid}.flac"
     save(Audio(audio[:, None], TARGET_SR, "FLAC", "PCM_16"), Path(out_dir) / rel)
     return {
@@ -71,9 +108,8 @@ def voice_record(job: Job) -> dict:
         "entities": [{"label": c.label, "start": round(s.start, 3), "end": round(s.end, 3),
                       "char_start": c.char_start, "char_end": c.char_end}
                      for s, c in zip(ents, utt.entity_chars)],
-        # per speech segment (text between entity boundaries), not per word
-        "words": [{"text": s.text, "start": round(s.start, 3), "end": round(s.end, 3)} for s in segs],
-        "voice": voice, "augment": spec.to_dict(),
+        "words": [{k: v for k, v in w.to_dict().items() if k != "prob"} for w in words],
+        "word_times": how, "voice": voice, "augment": spec.to_dict(),
     }
 
 

@@ -84,6 +84,23 @@ def test_manifest_records(reference: Path) -> None:
 
 
 @needs_tts
+def test_manifest_words_tile_the_text_and_sit_in_their_segments(reference: Path) -> None:
+    for r in _lines(reference):
+        ws = r["words"]
+        assert [r["text"][w["char_start"]:w["char_end"]] for w in ws] == r["text"].split()
+        assert [w["text"] for w in ws] == r["text"].split()
+        assert all(0 <= w["start"] <= w["end"] <= r["duration"] + 1e-3 for w in ws)
+        assert all(a["end"] <= b["start"] + 1e-3 for a, b in zip(ws, ws[1:]))  # in order, no overlap
+        assert r["word_times"] in ("pocketsphinx", "pocketsphinx+proportional")
+        for e in r["entities"]:  # an entity's words are exactly its span
+            inside = [w for w in ws if e["char_start"] <= w["char_start"] and w["char_end"] <= e["char_end"]]
+            assert inside[0]["start"] == pytest.approx(e["start"], abs=2e-3)
+            assert inside[-1]["end"] == pytest.approx(e["end"], abs=2e-3)
+            others = [w for w in ws if w not in inside]
+            assert not any(w["start"] < e["end"] - 1e-3 and e["start"] + 1e-3 < w["end"] for w in others)
+
+
+@needs_tts
 def test_workers_do_not_change_output(in_file: Path, reference: Path, tmp_path: Path) -> None:
     _run(in_file, tmp_path, workers=2)
     assert (tmp_path / "manifest.jsonl").read_bytes() == (reference / "manifest.jsonl").read_bytes()
