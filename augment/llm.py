@@ -129,3 +129,15 @@ class TemplateBackend:
 
 
 BACKENDS = ("ollama", "llamacpp", "template")
+
+
+def make_backend(kind: str, model: str | None, seed_tagged: list[str], host: str = "http://localhost:11434"):
+    """The backend named ``kind``: Ollama (``model`` default llama3.1), llama.cpp (``model``
+    a GGUF file, default the embedded SmolLM2), or the template backend over ``seed_tagged``."""
+    if kind == "ollama":
+        return OllamaBackend(model=model or "llama3.1", host=host)
+    if kind == "llamacpp":
+        return LlamaCppBackend(model=model)
+    if kind == "template":
+        return TemplateBackend(seed_tagged)
+    raise DeidError(f"unknown augmentation backend {kind!r}; choose from {', '.join(BACKENDS)}")

@@ -68,13 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     from deid_speech.tts import cli as tts_cli
 
     tts_cli.add_parser(sub)
+    m = sub.add_parser("make-dataset", help="seed -> augment -> tts: train/dev/test manifests from one config",
+                       description="Builds the dataset a TOML config describes (see "
+                                   "data/datasets/small.toml); resumable; the config is copied next "
+                                   "to the output.")
+    m.add_argument("--config", type=Path, required=True)
+    m.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     return p
 
 
 def cmd_augment(args: argparse.Namespace) -> int:
     import json
 
-    from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, TemplateBackend
+    from deid_speech.augment.llm import make_backend
     from deid_speech.augment.run import AugmentOptions, augment
     from deid_speech.augment.seed import load_split
 
@@ -84,12 +90,8 @@ def cmd_augment(args: argparse.Namespace) -> int:
         raise DeidError("--out must not be the seed file")
     opts = AugmentOptions(strategy=args.strategy, temperature=args.temperature, n=args.n, seed=args.seed,
                           per_request=args.per_request, max_requests=args.max_requests)
-    if args.backend == "ollama":
-        backend = OllamaBackend(model=args.model or "llama3.1", host=args.host)
-    elif args.backend == "llamacpp":
-        backend = LlamaCppBackend(model=args.model)
-    else:
-        backend = TemplateBackend([r["tagged"] for r in load_split(args.seed_file)])
+    backend = make_backend(args.backend, args.model, [r["tagged"] for r in load_split(args.seed_file)],
+                           host=args.host)
     bar = None
     if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()):
         from tqdm import tqdm
@@ -174,7 +176,28 @@ def cmd_tts(args: argparse.Namespace) -> int:
     return tts_cli.run(args)
 
 
-COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts}
+def cmd_make_dataset(args: argparse.Namespace) -> int:
+    import json
+
+    from deid_speech.make_dataset import DatasetConfig, make_dataset
+
+    cfg = DatasetConfig.load(args.config)
+    summary = make_dataset(cfg, args.config.read_text(encoding="utf-8"),
+                           progress={"auto": None, "on": True, "off": False}[args.progress])
+    failed = {k: v["failed"] for k, v in summary["tts"].items() if v["failed"]}
+    short = [k for k, v in summary["augment"].items() if not v["complete"]]
+    print(json.dumps({"out_dir": str(cfg.out_dir), "sentences": summary["sentences"],
+                      "manifests": {k: {"n": v["n"], "audio_s": v["audio_s"]} for k, v in summary["tts"].items()},
+                      "failed": failed, "incomplete_augment": short}, indent=2))
+    if failed or short:
+        print("deid-speech: warning: " + "; ".join(
+            [f"{sum(map(len, failed.values()))} record(s) not voiced (rerun retries them)"] * bool(failed)
+            + [f"augmentation arm(s) {', '.join(short)} fell short of n"] * bool(short)), file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -174,6 +174,8 @@ POLICIES: dict[str, AugmentPolicy] = {
     "light": AugmentPolicy(speeds=SPEEDS, p_noise=0.5, snr_db=(15.0, 30.0), gain_db=(-3.0, 3.0)),
     "full": AugmentPolicy(speeds=SPEEDS, p_noise=0.8, snr_db=(5.0, 25.0), p_telephone=0.3,
                           gain_db=(-6.0, 6.0)),
+    # every utterance through the 8 kHz mu-law line, nothing else: the telephone test copy
+    "telephone": AugmentPolicy(p_telephone=1.0),
 }
 
 
@@ -200,7 +202,7 @@ class AugmentSpec:
 
     @classmethod
     def sample(cls, rng: np.random.Generator, level: str = "full") -> "AugmentSpec":
-        """Draw a spec from ``POLICIES[level]`` (``none``, ``light``, ``full``)."""
+        """Draw a spec from ``POLICIES[level]`` (``none``, ``light``, ``full``, ``telephone``)."""
         if level not in POLICIES:
             raise ValueError(f"augment level must be one of {', '.join(POLICIES)}, got {level!r}")
         pol = POLICIES[level]

@@ -93,3 +93,15 @@ def test_project_words_copies_matches_and_spreads_gaps() -> None:
 def test_unknown_aligner_is_named() -> None:
     with pytest.raises(KeyError, match="pocketsphinx"):
         get_aligner("nope")
+
+
+@needs_flite
+@pytest.mark.model
+def test_whisper_aligner_agrees_with_the_true_entity_times() -> None:
+    utt = voice_tagged("please call [PERSON] Tan Wei Ming [PERSON] at [PHONE] nine eight seven six "
+                       "five four three two [PHONE] tomorrow", synth_for("flite:rms"), np.random.default_rng(1))
+    tr = get_aligner("whisper").align(utt.audio, utt.text)
+    assert [w.text for w in tr.words] == utt.text.split()
+    for span, chars in zip(utt.entities, utt.entity_chars):
+        ws = tr.words_in(chars.char_start, chars.char_end)
+        assert abs(ws[0].start - span.start) < 0.3 and abs(ws[-1].end - span.end) < 0.3, span
