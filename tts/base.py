@@ -19,7 +19,7 @@ from deid_speech.audio import frame_rms, resample
 from deid_speech.types import EntitySpan, Span, parse_tagged
 
 TARGET_SR = 16000
-_BACKEND_MODULES = {"piper": "piper", "espeak": "espeak", "flite": "flite"}  # name -> module
+_BACKEND_MODULES = {"piper": "piper", "espeak": "espeak", "flite": "flite", "whisperspeech": "whisperspeech"}
 
 
 class BackendUnavailable(RuntimeError):

@@ -8,6 +8,9 @@ Names (options are comma-separated; a bare number sets the backend's rate knob):
   also the bare number), ``p`` pitch 0-99, ``g`` word gap (10 ms units).
 * ``flite:rms``, ``flite:slt@1.1`` - a Flite voice; the number is the duration
   stretch (>1 slower), ``f120`` sets the mean F0 in Hz.
+* ``whisperspeech:default``, ``whisperspeech:/path/to/ref.wav@12`` - WhisperSpeech's
+  default speaker or a clone of the clip's voice; the number is characters per second.
+  Needs local weights (:mod:`deid_speech.tts.whisperspeech`), so never a default voice.
 
 Options equal to the backend default are dropped from the canonical name, so
 ``piper:joe@1`` and ``piper:joe`` are the same voice. Dev and test splits are voiced
@@ -29,10 +32,12 @@ _OPTIONS: dict[str, tuple[tuple[str, str, type, float | int | None], ...]] = {
     "piper": (("", "length_scale", float, 1.0), ("p", "pitch", float, 1.0)),
     "espeak": (("s", "speed", int, 160), ("p", "pitch", int, 50), ("g", "word_gap", int, 0)),
     "flite": (("", "stretch", float, 1.0), ("f", "f0_mean", float, None)),
+    "whisperspeech": (("", "cps", float, 15.0),),
 }
 PIPER_VOICES: tuple[str, ...] = ("joe",)
 HELD_OUT_SPLITS: tuple[str, ...] = ("dev", "test")
-_NAME_RE = re.compile(r"^(?P<backend>[a-z]+):(?P<voice>[A-Za-z0-9_.+-]+)(?:@(?P<opts>[^@]+))?$")
+_NAME_RE = re.compile(r"^(?P<backend>[a-z]+):(?P<voice>[^@\s]+)(?:@(?P<opts>[^@]+))?$")
+_VOICE_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")  # a voice name; whisperspeech also takes a clip path
 _OPT_RE = re.compile(r"^(?P<key>[a-z]?)(?P<value>\d+(?:\.\d+)?)$")
 
 DEFAULT_VOICES: tuple[str, ...] = (
@@ -78,6 +83,9 @@ class VoiceSpec:
                 return get_synthesizer("piper", **kwargs)
             if self.backend == "flite":
                 return get_synthesizer("flite", voice=self.voice, **kwargs)
+            if self.backend == "whisperspeech":
+                speaker = None if self.voice == "default" else self.voice
+                return get_synthesizer("whisperspeech", speaker=speaker, **kwargs)
             language, _, variant = self.voice.partition("+")
             synth = get_synthesizer("espeak", voice=language, variant=variant or None, **kwargs)
             _check_espeak(language, variant, synth.binary)  # espeak-ng falls back silently
@@ -89,7 +97,8 @@ class VoiceSpec:
 def parse_voice(name: str) -> VoiceSpec:
     """Parse a voice name (see module docstring); raise UnknownVoice on bad syntax."""
     m = _NAME_RE.match(name.strip())
-    if not m or m["backend"] not in _OPTIONS:
+    if not m or m["backend"] not in _OPTIONS or (m["backend"] != "whisperspeech"
+                                                 and not _VOICE_RE.match(m["voice"])):
         raise UnknownVoice(f"unknown voice {name!r}; expected backend:voice[@options] with backend "
                            f"one of {', '.join(_OPTIONS)} (e.g. flite:slt@1.1, espeak:en-us+m3@s150)")
     backend, voice = m["backend"], m["voice"]
