@@ -188,9 +188,26 @@ def entity_leaks(text: str, truth: Sequence[EntitySpan], redacted: str) -> list[
 
 # --- WER -----------------------------------------------------------------------------------
 
+def canonical_numbers(text: str) -> str:
+    """Spoken and written numbers in one form: every run of spoken or written digits (with
+    any letters in it: "nine double eight", "988", "S1234567D") becomes its symbols one by one, so a
+    TTS reading style and Whisper's digits do not count as recognition errors."""
+    from deid_speech.spoken import normalize_tokens
+
+    toks = text.replace("@", " at ").split()
+    out, k = [], 0
+    for a, b, sym in normalize_tokens(toks):
+        if not any(c.isdigit() for c in sym.text):
+            continue  # letters alone ("IC", "CAT") stay words
+        out += toks[k:a] + list(sym.text.lower())
+        k = b + 1
+    return " ".join(out + toks[k:])
+
+
 def normalize_for_wer(text: str) -> str:
-    """Lower case, drop apostrophes ("don't" -> "dont"), other punctuation -> space."""
-    t = re.sub(r"['’]", "", text.lower())
+    """:func:`canonical_numbers`, lower case, drop apostrophes ("don't" -> "dont"), other
+    punctuation -> space."""
+    t = re.sub(r"['’]", "", canonical_numbers(text).lower())
     return " ".join(re.sub(r"[^\w\s]|_", " ", t).split())
 
 

@@ -160,3 +160,12 @@ def test_risk_summary_mu_plus_sigma_criterion():
     assert not edge.passed
     assert risk_summary([0, 2], ddof=1).std == pytest.approx(math.sqrt(2))
     assert risk_summary([]).passed and risk_summary([]).n == 0
+
+
+def test_wer_reads_spoken_and_written_numbers_alike() -> None:
+    from deid_speech.eval.text import canonical_numbers
+
+    assert canonical_numbers("call me at nine double eight seven oh one two three okay") == \
+        canonical_numbers("call me at 98870123 okay") == "call me at 9 8 8 7 0 1 2 3 okay"
+    assert wer(["my IC is S one two three D lah"], ["My IC is S123D, lah."]) == 0.0
+    assert wer(["call nine one two"], ["call 913"]) == pytest.approx(1 / 4)
