@@ -16,6 +16,7 @@ from deid_speech.types import Span, Transcript
 
 MODES = ("beep", "silence")
 MIN_SECONDS_PER_CHAR = 0.03  # fast speech is ~15 chars/s; below half that, distrust the times
+GAP_REACH = 0.3  # seconds a span may grow into the pause before/after it (see reach_gaps)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,31 @@ class RedactOptions:
 
 def place_spans(spans: list[Span], transcript: Transcript) -> list[Span]:
     """Widen spans whose time is implausibly short for their text to the ASR segment(s)
-    they touch (or, failing that, by the shortfall on both sides)."""
+    they touch (or, failing that, by the shortfall on both sides), then let every span
+    reach across the pauses to its neighbouring words (:func:`reach_gaps`)."""
+    return reach_gaps(_widen_short(spans, transcript), transcript)
+
+
+def reach_gaps(spans: list[Span], transcript: Transcript, max_reach: float = GAP_REACH) -> list[Span]:
+    """Extend each span's start back to the end of the word before it and its end forward
+    to the start of the word after it, by at most ``max_reach`` seconds each side.
+
+    Whisper's word times start late and end early on names and numbers (tiny.en put
+    "Samantha" 0.24 s after its onset on synthetic speech), so the first syllable of an
+    entity can escape a span plus the usual padding. The pause between two recognised
+    words holds no other recognised speech, so beeping it costs nothing.
+    """
+    out = []
+    for s in spans:
+        before = [w.end for w in transcript.words if w.end <= s.start]
+        after = [w.start for w in transcript.words if w.start >= s.end]
+        start = max(max(before, default=0.0), s.start - max_reach)
+        end = min(min(after, default=s.end + max_reach), s.end + max_reach)
+        out.append(Span(min(start, s.start), max(end, s.end), s.label, s.score, s.source, s.text))
+    return out
+
+
+def _widen_short(spans: list[Span], transcript: Transcript) -> list[Span]:
     out: list[Span] = []
     for s in spans:
         need = MIN_SECONDS_PER_CHAR * len(re.sub(r"\W", "", s.text))

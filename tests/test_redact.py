@@ -4,8 +4,8 @@ import pytest
 from factories import make_transcript, tone
 from deid_speech.audio import Audio
 from deid_speech.ner.base import merge_spans
-from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text, speech_level
-from deid_speech.types import Span
+from deid_speech.redact import RedactOptions, place_spans, reach_gaps, redact_audio, redact_text, speech_level
+from deid_speech.types import Span, Transcript
 
 
 def rms(x):
@@ -64,8 +64,19 @@ def test_implausibly_short_span_widens_to_its_segment_never_disappears():
     s = Span(2.0, 2.05, "PHONE", 0.9, "patterns", "nine one two three four five six seven")
     (w,) = place_spans([s], t)
     assert (w.start, w.end) == (0.0, 5.0) and "widened" in w.source
-    ok = Span(1.5, 5.0, "PHONE", 0.9, "patterns", "nine one two three four five six seven")
-    assert place_spans([ok], t) == [ok]
+    ok = Span(1.5, 5.4, "PHONE", 0.9, "patterns", "nine one two three four five six seven")
+    (p,) = place_spans([ok], t)  # long enough: kept, reaching only into the pause before it
+    assert (p.start, p.end, p.source) == (1.4, pytest.approx(5.7), "patterns")  # no word after: +0.3 s
+
+
+def test_spans_reach_into_pauses_up_to_the_neighbouring_words():
+    t = Transcript.from_words([("call", 0.0, 0.4), ("Tan", 1.5, 1.9), ("now", 2.0, 2.3), ("ok", 3.0, 3.2)])
+    (a,) = reach_gaps([Span(1.5, 1.9, "PERSON", text="Tan")], t)
+    assert (a.start, a.end) == (1.2, 2.0)  # 0.3 s back into the long pause, up to "now" ahead
+    (b,) = reach_gaps([Span(2.0, 2.3, "PERSON")], t, max_reach=1.0)
+    assert (b.start, b.end) == (1.9, 3.0)
+    (c,) = reach_gaps([Span(0.0, 0.4, "PERSON")], Transcript.from_words([("x", 0.0, 0.4)]))
+    assert (c.start, c.end) == (0.0, pytest.approx(0.7))  # nothing after: max_reach
 
 
 def test_merge_joins_overlaps_keeps_best_label_and_all_sources():
