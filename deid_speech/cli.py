@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     from deid_speech.tts import cli as tts_cli
 
     tts_cli.add_parser(sub)
+    from deid_speech.eval import cli as eval_cli
+
+    eval_cli.add_parser(sub)
     m = sub.add_parser("make-dataset", help="seed -> augment -> tts: train/dev/test manifests from one config",
                        description="Builds the dataset a TOML config describes (see "
                                    "data/datasets/small.toml); resumable; the config is copied next "
@@ -197,7 +200,14 @@ def cmd_make_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset}
+def cmd_eval(args: argparse.Namespace) -> int:
+    from deid_speech.eval import cli as eval_cli
+
+    return eval_cli.run(args)
+
+
+COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset,
+            "eval": cmd_eval}
 
 
 def main(argv: list[str] | None = None) -> int:

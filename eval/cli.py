@@ -1,0 +1,72 @@
+"""``deid-speech eval``: score systems (or saved redact outputs) on a voiced manifest.
+
+    deid-speech eval --manifest DIR/test/manifest.jsonl --system cascade,presidio,spacy --out-dir OUT
+    deid-speech eval --manifest ... --predictions DIR_OF_REDACT_JSONS --out-dir OUT
+
+Writes OUT/results.json, results.md, results.csv and results.png (see :mod:`deid_speech.eval.report`).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from deid_speech.eval.run import SYSTEMS
+
+    p = subparsers.add_parser(
+        "eval", help="timestamp-overlap P/R/F1, leak and privacy metrics on a voiced manifest",
+        description="Scores systems run here (one shared Whisper transcript per file) or saved "
+                    "`deid-speech redact` outputs (--predictions) against a manifest's entity times.")
+    p.add_argument("--manifest", type=Path, required=True, help="manifest.jsonl from `deid-speech tts`")
+    p.add_argument("--system", default="cascade",
+                   help=f"comma-separated: {', '.join(SYSTEMS)} (default: cascade)")
+    p.add_argument("--predictions", type=Path, default=None,
+                   help="folder of X.redacted.json files to score instead of running a system")
+    p.add_argument("--asr-model", default="tiny.en")
+    p.add_argument("--aligner", choices=("pocketsphinx", "vosk", "whisper"), default="pocketsphinx",
+                   help="times entities that lack them in the manifest")
+    p.add_argument("--padding", type=float, default=0.1, help="redaction padding in seconds (0.1)")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N records")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from deid_speech.eval.report import write_results
+    from deid_speech.eval.run import SYSTEMS, evaluate, load_manifest, predictions_from_dir, system_predictions
+
+    systems = [s.strip() for s in args.system.split(",") if s.strip()]
+    bad = [s for s in systems if s not in SYSTEMS]
+    if bad or not systems:
+        raise DeidError(f"unknown system(s) {', '.join(bad) or '(none)'}; choose from {', '.join(SYSTEMS)}")
+    if args.limit is not None and args.limit < 1:
+        raise DeidError("--limit must be at least 1")
+    if not 0 <= args.padding <= 2:
+        raise DeidError("--padding must be between 0 and 2 seconds")
+    items = load_manifest(args.manifest, args.aligner, args.limit)
+    if not items:
+        raise DeidError(f"{args.manifest}: no records")
+    if args.predictions is not None:
+        preds = predictions_from_dir(args.predictions, items)
+    else:
+        preds = system_predictions(systems, items, args.asr_model, padding=args.padding)
+    show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
+        results = evaluate(items, preds, progress=lambda k: bar.update(1))
+    results["manifest"] = str(args.manifest)
+    results["asr_model"] = "(saved outputs)" if args.predictions else args.asr_model
+    results["command"] = "deid-speech " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["eval"] else sys.argv[1:])
+    paths = write_results(results, args.out_dir)
+    for name, s in results["systems"].items():
+        o = s["timestamp_overlap"]["overall"]
+        print(f"{name}: P {o['precision']:.3f} R {o['recall']:.3f} F1 {o['f1']:.3f} "
+              f"(leaked time {s['audio_leak']['leaked_duration']:.3f})")
+    print("wrote " + ", ".join(map(str, paths)))
+    return 0

@@ -1,0 +1,214 @@
+"""Score systems on a voiced manifest: the paper's timestamp-overlap P/R/F1, audio leak
+metrics, text metrics on the transcript (PRvL span scores, SPriV), WER and residual risk.
+
+Reference entities carry times in the manifest (``deid-speech tts`` writes them); a
+record without times gets them from an aligner (pocketsphinx by default) over its text.
+Every system goes through the same Whisper transcript: the ASR runs once per file and
+each detector set (``cascade``, ``presidio``, ``spacy``) reads that transcript, so the
+comparison isolates detection. Saved ``redact`` outputs are scored the same way
+(:func:`predictions_from_dir`).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from deid_speech.errors import DeidError
+from deid_speech.eval.leak import LeakCounts
+from deid_speech.eval.overlap import OverlapScore
+from deid_speech.eval.text import TextSpanScore, SPrivCounts, residual_risk, risk_summary, spriv, wer
+from deid_speech.types import EntitySpan, Span, Transcript, Word
+
+SYSTEMS = ("cascade", "presidio", "spacy", "e2e")
+
+
+@dataclass
+class Item:
+    """One manifest record: audio, reference text, entities with times, reference words."""
+
+    id: str
+    audio: Path
+    text: str
+    entities: list[Span]
+    entity_chars: list[EntitySpan]
+    words: list[Word] = field(default_factory=list)
+
+
+@dataclass
+class Prediction:
+    spans: list[Span]
+    transcript: Transcript
+    redacted_transcript: str
+    padding: float = 0.1
+
+
+def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | None = None) -> list[Item]:
+    """Items of a manifest; entities lacking times are timed by aligning the text."""
+    from deid_speech.audio import load
+    from deid_speech.augment.seed import load_split
+
+    path = Path(path)
+    if not path.is_file():
+        raise DeidError(f"{path}: no such manifest")
+    try:
+        rows = load_split(path)[:limit]
+    except json.JSONDecodeError as exc:
+        raise DeidError(f"{path}: not JSONL ({exc})") from None
+    aligner = None
+    items = []
+    for i, r in enumerate(rows, 1):
+        try:
+            audio, text, ents = path.parent / r["audio"], r["text"], r.get("entities", [])
+            chars = [EntitySpan(int(e["char_start"]), int(e["char_end"]), e["label"]) for e in ents]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DeidError(f"{path}: record {i} lacks {exc} (needs audio, text, entities)") from None
+        words = [Word(w["text"], float(w["start"]), float(w["end"]), int(w.get("char_start", 0)),
+                      int(w.get("char_end", 0))) for w in r.get("words", []) if "start" in w]
+        if all("start" in e and "end" in e for e in ents):
+            spans = [Span(float(e["start"]), float(e["end"]), e["label"]) for e in ents]
+        else:
+            if aligner is None:
+                from deid_speech.align.base import get_aligner
+
+                aligner = get_aligner(aligner_name)
+            tr = aligner.align(load(audio).mono16k(), text)
+            words = list(tr.words)
+            spans = []
+            for c in chars:
+                t = tr.char_span_to_time(c.char_start, c.char_end)
+                if t is None:
+                    raise DeidError(f"{path}: record {i}: entity {c} is not on any word of the text")
+                spans.append(Span(t[0], t[1], c.label))
+        items.append(Item(str(r.get("id", audio.stem)), audio, text, spans, chars, words))
+    return items
+
+
+def _chars_at(transcript: Transcript, span: Span, label: str) -> EntitySpan | None:
+    """The transcript characters whose words overlap ``span`` in time."""
+    ws = [w for w in transcript.words if w.start < span.end and span.start < w.end]
+    return EntitySpan(ws[0].char_start, ws[-1].char_end, label) if ws else None
+
+
+@dataclass
+class SystemScore:
+    """Everything measured for one system over the corpus."""
+
+    agnostic: OverlapScore = field(default_factory=OverlapScore)
+    exact: OverlapScore = field(default_factory=OverlapScore)
+    leak: LeakCounts = field(default_factory=LeakCounts)
+    text: TextSpanScore = field(default_factory=TextSpanScore)
+    spriv: SPrivCounts = field(default_factory=SPrivCounts)
+    refs: list[str] = field(default_factory=list)
+    hyps: list[str] = field(default_factory=list)
+    risks: list[int] = field(default_factory=list)
+    per_file: list[dict] = field(default_factory=list)
+
+    def add(self, item: Item, pred: Prediction, duration: float) -> None:
+        self.agnostic.add(item.entities, pred.spans)
+        self.exact.add(item.entities, pred.spans, label_exact=True)
+        regions = [(max(0.0, s.start - pred.padding), min(duration, s.end + pred.padding)) for s in pred.spans]
+        speech = [(w.start, w.end) for w in (item.words or pred.transcript.words)]
+        file_leak = self.leak.add(item.entities, regions, speech)
+        tr = pred.transcript
+        truth = [c for c in (_chars_at(tr, s, s.label) for s in item.entities) if c]
+        found = [c for c in (_chars_at(tr, s, s.label) for s in pred.spans) if c]
+        self.text.add(truth, found)
+        self.spriv += spriv(tr.text, truth, pred.redacted_transcript)
+        self.refs.append(item.text)
+        self.hyps.append(tr.text)
+        risk = residual_risk(file_leak.fractions)
+        self.risks.append(risk)
+        self.per_file.append({"id": item.id, "n_true": len(item.entities), "n_pred": len(pred.spans),
+                              "leaked_s": round(file_leak.leaked_s, 3), "residual_risk": risk})
+
+    def as_dict(self) -> dict:
+        return {"timestamp_overlap": self.agnostic.as_dict(), "timestamp_overlap_label_exact": self.exact.as_dict(),
+                "audio_leak": self.leak.as_dict(), "text_spans": self.text.as_dict(),
+                "spriv": self.spriv.as_dict(), "wer": round(wer(self.refs, self.hyps), 4),
+                "residual_risk": risk_summary(self.risks).as_dict()}
+
+
+def _detectors(system: str) -> tuple[list, float]:
+    """(detectors, min_score) of a transcript-reading system."""
+    if system == "cascade":
+        return None, 0.5  # the Redactor's own cascade and threshold
+    if system == "presidio":
+        from deid_speech.ner.presidio import PresidioDetector
+
+        return [PresidioDetector()], 0.0  # presidio applies its own score threshold
+    if system == "spacy":
+        from deid_speech.ner.spacy_plain import PlainSpacyDetector
+
+        return [PlainSpacyDetector()], 0.0
+    raise DeidError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
+
+
+def system_predictions(systems: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
+                       padding: float = 0.1) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+    """Transcribe each item once, run every system's detectors on the transcript."""
+    from deid_speech.audio import load
+    from deid_speech.pipeline import RedactConfig, Redactor
+    from deid_speech.redact import RedactOptions, redact_text
+
+    if "e2e" in systems:
+        raise DeidError("the e2e system needs a trained end-to-end model, which this version does not ship "
+                        "yet; evaluate cascade, presidio or spacy")
+    redactors = {}
+    for s in systems:  # one ASR model, shared
+        dets, min_score = _detectors(s)
+        cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=RedactOptions(padding=padding))
+        redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
+        asr = redactors[s].asr
+    first = redactors[systems[0]]
+    for item in items:
+        try:
+            audio = load(item.audio)
+        except DeidError as exc:
+            raise DeidError(f"{item.id}: {exc}") from None
+        tr = first.asr.transcribe(audio.mono16k())
+        out = {}
+        for name, r in redactors.items():
+            spans = r.detect(tr)
+            out[name] = Prediction(spans, tr, redact_text(tr, spans), padding)
+        yield item, audio.duration, out
+
+
+def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+    """Saved ``redact`` outputs (``<stem>.redacted.json``), matched to items by audio stem."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DeidError(f"{folder}: no such folder of redact outputs")
+    found = {p.name[: -len(".redacted.json")]: p for p in folder.rglob("*.redacted.json")}
+    missing = [it.id for it in items if it.audio.stem not in found]
+    if missing:
+        raise DeidError(f"{folder}: no redact output for {len(missing)} manifest record(s), e.g. "
+                        f"{missing[0]}.redacted.json; score a manifest subset or redact them first")
+    for item in items:
+        d = json.loads(found[item.audio.stem].read_text(encoding="utf-8"))
+        tr = Transcript.from_dict({"text": d["transcript"], "words": d.get("words", [])})
+        pred = Prediction([Span.from_dict(s) for s in d["spans"]], tr, d.get("redacted_transcript", ""),
+                          float(d.get("padding", 0.0)))
+        yield item, float(d.get("duration", 0.0)), {str(d.get("system", "saved")): pred}
+
+
+def evaluate(items: list[Item], predictions: Iterator[tuple[Item, float, dict[str, Prediction]]],
+             progress: Callable[[int], None] | None = None) -> dict:
+    """Accumulate every system's scores over ``predictions``; return the results dict."""
+    scores: dict[str, SystemScore] = defaultdict(SystemScore)
+    t0 = time.perf_counter()
+    audio_s = 0.0
+    for k, (item, duration, preds) in enumerate(predictions, 1):
+        audio_s += duration
+        for name, pred in preds.items():
+            scores[name].add(item, pred, duration)
+        if progress:
+            progress(k)
+    return {"n_files": len(items), "audio_s": round(audio_s, 2), "wall_s": round(time.perf_counter() - t0, 1),
+            "n_entities": sum(len(i.entities) for i in items),
+            "systems": {name: s.as_dict() for name, s in scores.items()},
+            "per_file": {name: s.per_file for name, s in scores.items()}}
+

@@ -1,0 +1,53 @@
+"""Audio leak metrics on hand-built cases with known answers."""
+from __future__ import annotations
+
+import pytest
+
+from deid_speech.eval.leak import LeakCounts, covered, subtract, union
+from deid_speech.types import Span
+
+
+def test_interval_helpers() -> None:
+    assert union([(3, 4), (1, 2), (2, 2.5), (5, 5)]) == [(1, 2.5), (3, 4)]  # touching joins, empty dropped
+    assert covered(0, 10, union([(1, 2), (1.5, 3)])) == pytest.approx(2.0)
+    assert subtract([(0, 10)], [(2, 3), (5, 6), (9, 12)]) == [(0, 2), (3, 5), (6, 9)]
+    assert subtract([(0, 1)], []) == [(0, 1)] and subtract([(1, 2)], [(0, 5)]) == []
+
+
+def test_full_partial_and_no_leak() -> None:
+    truth = [Span(1, 2, "PHONE"), Span(3, 4, "PERSON"), Span(6, 7, "NRIC")]
+    redacted = [(0.9, 2.1), (3.5, 4.2)]  # phone covered, name half covered, NRIC missed
+    speech = [(0, 8)]
+    lk = LeakCounts()
+    lk.add(truth, redacted, speech)
+    assert lk.leaked_s == pytest.approx(0.5 + 1.0)
+    assert lk.leaked_duration == pytest.approx(1.5 / 3)
+    assert lk.leaky_entities == pytest.approx(2 / 3)
+    assert lk.fractions == [("PHONE", 0.0), ("PERSON", pytest.approx(0.5)), ("NRIC", 1.0)]
+    # non-PII speech: 8 s - 3 s = 5 s, of which 0.1 + 0.1 + 0.2 s were beeped
+    assert lk.other_speech_s == pytest.approx(5.0)
+    assert lk.over_redaction == pytest.approx(0.4 / 5.0)
+
+
+def test_one_region_covering_two_entities_and_split_regions() -> None:
+    lk = LeakCounts()
+    lk.add([Span(1, 2, "PHONE"), Span(2.5, 3, "EMAIL")], [(0.9, 3.1)], [(0, 4)])
+    assert (lk.leaked_s, lk.n_leaky) == (0.0, 0)
+    assert lk.over_redacted_s == pytest.approx(0.1 + 0.5 + 0.1)  # the gap between them is speech here
+    split = LeakCounts()
+    split.add([Span(1, 3, "PHONE")], [(1, 1.9), (2.1, 3)], [(1, 3)])
+    assert split.leaked_s == pytest.approx(0.2) and split.n_leaky == 1 and split.over_redaction == 0.0
+
+
+def test_slivers_below_tolerance_are_not_leaks_and_empty_files_are_defined() -> None:
+    lk = LeakCounts()
+    lk.add([Span(1, 2, "DATE")], [(1.03, 2.0)], [(0, 3)])
+    assert lk.n_leaky == 0 and lk.fractions == [("DATE", 0.0)] and lk.leaked_s == pytest.approx(0.03)
+    empty = LeakCounts()
+    mine = empty.add([], [(0, 1)], [(0, 2)])
+    assert mine.over_redaction == pytest.approx(0.5)
+    assert empty.leaked_duration == 0.0 and empty.leaky_entities == 0.0
+    total = LeakCounts()
+    total += lk
+    total += empty
+    assert total.n_entities == 1 and total.other_speech_s == pytest.approx(2 + 2)

@@ -1,0 +1,149 @@
+"""The evaluation driver and `deid-speech eval`: hand-built manifests and saved redact
+outputs with known answers; a real run of the systems over a fake ASR transcript."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from deid_speech.cli import main
+from deid_speech.errors import DeidError
+from deid_speech.eval.run import Item, Prediction, evaluate, load_manifest, system_predictions
+from deid_speech.types import EntitySpan, Span, Transcript
+
+TEXT = "call me at nine one two three ok my name is Tan"
+WORDS = [("call", 0.0, 0.3), ("me", 0.35, 0.5), ("at", 0.55, 0.7), ("nine", 1.0, 1.3), ("one", 1.3, 1.6),
+         ("two", 1.6, 1.9), ("three", 1.9, 2.2), ("ok", 2.5, 2.7), ("my", 3.0, 3.2), ("name", 3.2, 3.5),
+         ("is", 3.5, 3.6), ("Tan", 3.8, 4.2)]
+
+
+def _record(rid: str, audio: str) -> dict:
+    tr = Transcript.from_words(WORDS)
+    return {"id": rid, "audio": audio, "duration": 5.0, "text": TEXT, "tagged": "",
+            "entities": [{"label": "PHONE", "start": 1.0, "end": 2.2, "char_start": 11, "char_end": 29},
+                         {"label": "PERSON", "start": 3.8, "end": 4.2, "char_start": 44, "char_end": 47}],
+            "words": [{k: v for k, v in w.to_dict().items() if k != "prob"} for w in tr.words]}
+
+
+@pytest.fixture()
+def manifest(tmp_path: Path) -> Path:
+    (tmp_path / "audio").mkdir()
+    for rid in ("a", "b"):
+        sf.write(tmp_path / "audio" / f"{rid}.flac", np.zeros(5 * 16000, dtype=np.float32), 16000)
+    p = tmp_path / "manifest.jsonl"
+    p.write_text("".join(json.dumps(_record(r, f"audio/{r}.flac")) + "\n" for r in ("a", "b")))
+    return p
+
+
+def _saved(folder: Path, rid: str, spans: list[Span], redacted: str) -> None:
+    folder.mkdir(exist_ok=True)
+    tr = Transcript.from_words(WORDS)
+    (folder / f"{rid}.redacted.json").write_text(json.dumps({
+        "file": f"{rid}.flac", "duration": 5.0, "system": "cascade", "padding": 0.0,
+        "spans": [s.to_dict() for s in spans], "transcript": tr.text, "redacted_transcript": redacted,
+        "words": [w.to_dict() for w in tr.words]}))
+
+
+def test_scores_saved_outputs_with_known_answers(manifest: Path, tmp_path: Path, capsys) -> None:
+    preds = tmp_path / "preds"
+    # a: both found (the phone one labelled wrong); b: only the phone, half of it
+    _saved(preds, "a", [Span(1.0, 2.2, "NRIC"), Span(3.8, 4.2, "PERSON")],
+           "call me at [NRIC_1] ok my name is [PERSON_1]")
+    _saved(preds, "b", [Span(1.0, 1.6, "PHONE")], "call me at [PHONE_1] two three ok my name is Tan")
+    out = tmp_path / "res"
+    assert main(["eval", "--manifest", str(manifest), "--predictions", str(preds), "--out-dir", str(out),
+                 "--progress", "off"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    s = res["systems"]["cascade"]
+    ag, ex = s["timestamp_overlap"]["overall"], s["timestamp_overlap_label_exact"]["overall"]
+    assert (ag["tp_true"], ag["n_true"], ag["tp_pred"], ag["n_pred"]) == (3, 4, 3, 3)
+    assert (ex["tp_true"], ex["tp_pred"]) == (2, 2)  # the NRIC-for-PHONE span counts only label-agnostic
+    lk = s["audio_leak"]
+    assert lk["leaked_s"] == pytest.approx(0.6 + 0.4, abs=0.01) and lk["n_leaky"] == 2
+    assert s["text_spans"]["mislabels"] == 1
+    assert s["spriv"]["leaked"] == 3  # "two", "three", "Tan" in file b
+    assert s["wer"] == 0.0  # the transcript is the reference here
+    # residual risk: a = 0; b = PHONE partial (2) + PERSON full (5) = 7
+    assert [f["residual_risk"] for f in res["per_file"]["cascade"]] == [0, 7]
+    assert s["residual_risk"]["mean"] == 3.5 and s["residual_risk"]["passed"] is False
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert {"system": "cascade", "label": "ALL", "scoring": "agnostic"}.items() <= rows[0].items()
+    assert float(rows[0]["recall"]) == 0.75
+    assert "| cascade | 100.0 | 75.0 | **85.7** |" in (out / "results.md").read_text()
+    assert (out / "results.png").read_bytes()[:4] == b"\x89PNG"
+    assert "cascade: P 1.000 R 0.750" in capsys.readouterr().out
+
+
+def test_missing_outputs_and_bad_inputs_are_named(manifest: Path, tmp_path: Path, capsys) -> None:
+    preds = tmp_path / "preds"
+    _saved(preds, "a", [], "")
+    assert main(["eval", "--manifest", str(manifest), "--predictions", str(preds), "--out-dir",
+                 str(tmp_path / "o")]) == 1
+    assert "no redact output for 1" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert main(["eval", "--manifest", str(tmp_path / "nope.jsonl"), "--out-dir", str(tmp_path / "o")]) == 1
+    assert main(["eval", "--manifest", str(manifest), "--system", "magic", "--out-dir", str(tmp_path / "o")]) == 1
+    assert "unknown system" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    with pytest.raises(DeidError, match="record 1 lacks"):
+        load_manifest(bad)
+
+
+def test_zero_entity_files_and_empty_predictions() -> None:
+    tr = Transcript.from_words(WORDS)
+    items = [Item("z", Path("z.flac"), TEXT, [], [], list(tr.words)),
+             Item("m", Path("m.flac"), TEXT, [Span(1.0, 2.2, "PHONE")], [EntitySpan(11, 29, "PHONE")], list(tr.words))]
+    preds = iter([(items[0], 5.0, {"s": Prediction([], tr, TEXT, 0.0)}),
+                  (items[1], 5.0, {"s": Prediction([], tr, TEXT, 0.0)})])
+    r = evaluate(items, preds)["systems"]["s"]
+    o = r["timestamp_overlap"]["overall"]
+    assert (o["recall"], o["precision"], o["n_pred"]) == (0.0, 1.0, 0)
+    assert r["audio_leak"]["leaked_duration"] == 1.0 and r["audio_leak"]["over_redaction"] == 0.0
+    assert r["residual_risk"]["mean"] == 2.0  # 0 for the empty file, 4 for a fully leaked phone
+
+
+needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="needs flite")
+
+
+@needs_flite
+def test_entities_without_times_are_timed_by_alignment(tmp_path: Path) -> None:
+    from deid_speech.tts.base import voice_tagged
+    from deid_speech.tts.dataset import synth_for
+
+    utt = voice_tagged("please call [PHONE] nine eight seven six five four three two [PHONE] tonight",
+                       synth_for("flite:rms"), np.random.default_rng(0))
+    sf.write(tmp_path / "u.flac", utt.audio, 16000)
+    c = utt.entity_chars[0]
+    (tmp_path / "m.jsonl").write_text(json.dumps({"id": "u", "audio": "u.flac", "text": utt.text, "entities": [
+        {"label": "PHONE", "char_start": c.char_start, "char_end": c.char_end}]}) + "\n")
+    (item,) = load_manifest(tmp_path / "m.jsonl")
+    assert abs(item.entities[0].start - utt.entities[0].start) < 0.15
+    assert abs(item.entities[0].end - utt.entities[0].end) < 0.15
+    assert [w.text for w in item.words] == utt.text.split()
+
+
+class FakeAsr:
+    name = "fake"
+
+    def transcribe(self, audio, progress=None) -> Transcript:
+        return Transcript.from_words([("my", 0.0, 0.2), ("email", 0.2, 0.5), ("is", 0.5, 0.6),
+                                      ("john.tan@gmail.com", 0.7, 1.6), ("and", 1.7, 1.8), ("my", 1.8, 1.9),
+                                      ("name", 1.9, 2.1), ("is", 2.1, 2.2), ("John", 2.3, 2.6), ("Tan", 2.6, 2.9)])
+
+
+@pytest.mark.model
+def test_systems_share_one_transcript_and_differ_in_detection(manifest: Path) -> None:
+    items = load_manifest(manifest)[:1]
+    items[0].entities = [Span(0.7, 1.6, "EMAIL"), Span(2.3, 2.9, "PERSON")]
+    (item, duration, preds), = list(system_predictions(["cascade", "presidio", "spacy"], items, asr=FakeAsr()))
+    assert duration == 5.0 and set(preds) == {"cascade", "presidio", "spacy"}
+    assert preds["cascade"].transcript is preds["presidio"].transcript
+    labels = {k: sorted(s.label for s in p.spans) for k, p in preds.items()}
+    assert labels["cascade"] == ["EMAIL", "PERSON"] and "EMAIL" in labels["presidio"]
+    assert "EMAIL" not in labels["spacy"]  # plain spaCy has no email detector
+    assert "[EMAIL_1]" in preds["cascade"].redacted_transcript
