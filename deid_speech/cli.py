@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tiny.en (default), base, a CTranslate2 or HF folder, a .pt checkpoint, or a hub name")
     r.add_argument("--labels", type=_labels, default=LABELS, help="comma-separated subset of " + ",".join(LABELS))
     r.add_argument("--spacy-model", default=None, help="spaCy pipeline name or folder for PERSON/DATE")
+    r.add_argument("--ner-model", default=None,
+                   help="a trained NER folder (`deid-speech train ner`) added to the cascade")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
@@ -77,7 +79,23 @@ def build_parser() -> argparse.ArgumentParser:
                                    "to the output.")
     m.add_argument("--config", type=Path, required=True)
     m.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    t = sub.add_parser("train", help="train a model: ner (spaCy), asr (Whisper fine-tune), e2e (tagging Whisper)",
+                       description="Each target has its own options: deid-speech train ner|asr|e2e --help")
+    targets = t.add_subparsers(dest="target", required=True)
+    for target in TRAIN_TARGETS.values():
+        _module(target).add_parser(targets)
     return p
+
+
+# `deid-speech train TARGET`: each target's module has add_parser(subparsers) and run(args)
+TRAIN_TARGETS = {"ner": "deid_speech.ner.train", "asr": "deid_speech.asr.finetune",
+                 "e2e": "deid_speech.e2e.train"}
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(name)
 
 
 def cmd_augment(args: argparse.Namespace) -> int:
@@ -124,7 +142,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
     files = collect_inputs(args.inputs)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
                           redact=RedactOptions(mode=args.mode, padding=args.padding),
-                          spacy_model=args.spacy_model)
+                          spacy_model=args.spacy_model, ner_model=args.ner_model)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     return redact_many(Redactor(config), files, args.out_dir, show)
 
@@ -206,8 +224,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return eval_cli.run(args)
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    return _module(TRAIN_TARGETS[args.target]).run(args)
+
+
 COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset,
-            "eval": cmd_eval}
+            "eval": cmd_eval, "train": cmd_train}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ class RedactConfig:
     labels: tuple[str, ...] = LABELS
     redact: RedactOptions = field(default_factory=RedactOptions)
     spacy_model: str | None = None
+    ner_model: str | None = None  # a `deid-speech train ner` folder, added to the cascade
     min_score: float = 0.5
 
     def __post_init__(self) -> None:
@@ -51,6 +52,7 @@ class RedactResult:
             "channels": self.audio.channels,
             "system": config.system,
             "asr_model": asr_name,
+            "ner_model": config.ner_model,
             "mode": config.redact.mode,
             "padding": config.redact.padding,
             "labels": list(config.labels),
@@ -87,6 +89,10 @@ class Redactor:
         detectors = [PatternDetector()]
         if {"PERSON", "DATE"} & set(self.config.labels):
             detectors.append(SpacyDetector(self.config.spacy_model or DEFAULT_SPACY))
+        if self.config.ner_model:
+            from deid_speech.ner.trained import TrainedNerDetector
+
+            detectors.append(TrainedNerDetector(self.config.ner_model))
         return detectors
 
     def detect(self, transcript: Transcript) -> list[Span]:

@@ -27,6 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--predictions", type=Path, default=None,
                    help="folder of X.redacted.json files to score instead of running a system")
     p.add_argument("--asr-model", default="tiny.en")
+    p.add_argument("--ner-model", default=None,
+                   help="a trained NER folder added to the cascade (system 'cascade')")
     p.add_argument("--aligner", choices=("pocketsphinx", "vosk", "whisper"), default="pocketsphinx",
                    help="times entities that lack them in the manifest")
     p.add_argument("--padding", type=float, default=0.1, help="redaction padding in seconds (0.1)")
@@ -56,12 +58,14 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
-        preds = system_predictions(systems, items, args.asr_model, padding=args.padding)
+        preds = system_predictions(systems, items, args.asr_model, padding=args.padding,
+                                   ner_model=args.ner_model)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
         results = evaluate(items, preds, progress=lambda k: bar.update(1))
     results["manifest"] = str(args.manifest)
     results["asr_model"] = "(saved outputs)" if args.predictions else args.asr_model
+    results["ner_model"] = args.ner_model
     results["command"] = "deid-speech " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["eval"] else sys.argv[1:])
     paths = write_results(results, args.out_dir)
     for name, s in results["systems"].items():

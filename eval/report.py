@@ -39,7 +39,8 @@ def markdown(results: dict) -> str:
         out += ["", f"## {name}: per label (label-exact timestamp overlap)", "",
                 "| label | n true | n pred | P | R | F1 |", "|---|---:|---:|---:|---:|---:|"]
         for label, c in _per_label(s).items():
-            out.append(f"| {label} | {c['n_true']} | {c['n_pred']} | {_pct(c['precision'])} | "
+            p = _pct(c["precision"]) if c["n_pred"] else "–"  # no predictions: precision undefined
+            out.append(f"| {label} | {c['n_true']} | {c['n_pred']} | {p} | "
                        f"{_pct(c['recall'])} | {_pct(c['f1'])} |")
     return "\n".join(out) + "\n"
 
@@ -76,11 +77,12 @@ def plot(results: dict, path: Path) -> None:
         per = _per_label(s)
         x = np.arange(len(per))
         for k, (metric, colour) in enumerate((("precision", "#4c72b0"), ("recall", "#dd8452"), ("f1", "#55a868"))):
-            ax.bar(x + (k - 1) * 0.27, [c[metric] for c in per.values()], 0.27, label=metric, color=colour)
+            vals = [np.nan if metric == "precision" and not c["n_pred"] else c[metric] for c in per.values()]
+            ax.bar(x + (k - 1) * 0.27, vals, 0.27, label=metric, color=colour)  # no bar: nothing predicted
         ax.set_xticks(x, list(per), rotation=20, fontsize=8)
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{name}: per-label timestamp-overlap scores (label-exact)", fontsize=10)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     tmp = path.with_name(path.name + ".tmp.png")
     fig.savefig(tmp, dpi=100)

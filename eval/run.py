@@ -148,8 +148,10 @@ def _detectors(system: str) -> tuple[list, float]:
 
 
 def system_predictions(systems: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
-                       padding: float = 0.1) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
-    """Transcribe each item once, run every system's detectors on the transcript."""
+                       padding: float = 0.1, ner_model: str | None = None
+                       ) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+    """Transcribe each item once, run every system's detectors on the transcript
+    (``ner_model``: a trained NER folder added to the cascade)."""
     from deid_speech.audio import load
     from deid_speech.pipeline import RedactConfig, Redactor
     from deid_speech.redact import RedactOptions, redact_text
@@ -160,7 +162,8 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
     redactors = {}
     for s in systems:  # one ASR model, shared
         dets, min_score = _detectors(s)
-        cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=RedactOptions(padding=padding))
+        cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=RedactOptions(padding=padding),
+                           ner_model=ner_model if s == "cascade" else None)
         redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
         asr = redactors[s].asr
     first = redactors[systems[0]]
