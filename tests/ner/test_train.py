@@ -1,0 +1,180 @@
+"""`deid-speech train ner`: written-form copies, projection of reference entities onto a
+Whisper transcript by time, CLI errors, a tiny end-to-end training run, and the shipped
+model's recorded dev score."""
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from factories import make_transcript
+from deid_speech.errors import DeidError
+from deid_speech.ner import train as T
+from deid_speech.types import LABELS, EntitySpan, Span, Transcript, parse_tagged
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "models" / "ner"
+
+
+def texts(hyp: Transcript, ents: list[EntitySpan]) -> list[tuple[str, str]]:
+    return [(e.label, hyp.text[e.char_start:e.char_end]) for e in ents]
+
+
+# --- projection by time -----------------------------------------------------------------
+
+def test_entity_maps_to_the_hypothesis_words_it_overlaps_in_time():
+    # words at 0.0, 0.5, 1.0, ... (0.4 s each): "my IC is S1234567D thanks"
+    hyp = make_transcript("my IC is S1234567D, thanks")
+    got = T.project_entities([Span(1.45, 1.95, "NRIC")], hyp)
+    assert texts(hyp, got) == [("NRIC", "S1234567D")]  # trailing comma left out
+
+
+def test_entity_the_asr_split_into_more_words_covers_all_of_them():
+    hyp = make_transcript("call me at 9123 45 67 after six")
+    got = T.project_entities([Span(1.5, 2.9, "PHONE")], hyp)
+    assert texts(hyp, got) == [("PHONE", "9123 45 67")]
+
+
+def test_entity_the_asr_dropped_yields_nothing_and_others_survive():
+    # the reference has a name at 0.5-1.0 s, but the ASR heard nothing there
+    hyp = Transcript.from_words([("hello", 0.0, 0.4), ("my", 1.5, 1.8), ("number", 1.8, 2.2),
+                                 ("is", 2.2, 2.4), ("91234567.", 2.5, 3.5)])
+    got = T.project_entities([Span(0.5, 1.0, "PERSON"), Span(2.5, 3.4, "PHONE")], hyp)
+    assert texts(hyp, got) == [("PHONE", "91234567")]
+
+
+def test_word_barely_touching_an_entity_is_left_out():
+    hyp = make_transcript("the plate is SKB 1234 C ok")  # "is" at 1.0-1.4, "ok" at 3.0-3.4
+    got = T.project_entities([Span(1.35, 2.95, "CAR_PLATE")], hyp)
+    assert texts(hyp, got) == [("CAR_PLATE", "SKB 1234 C")]
+
+
+def test_one_long_word_holding_a_short_entity_is_taken():
+    hyp = Transcript.from_words([("email", 0.0, 0.4), ("tan@gmail.com", 0.5, 3.0)])
+    got = T.project_entities([Span(0.6, 1.0, "EMAIL")], hyp)
+    assert texts(hyp, got) == [("EMAIL", "tan@gmail.com")]
+
+
+# --- written form -------------------------------------------------------------------------
+
+def test_written_copy_keeps_entities_on_their_values():
+    text, ents = parse_tagged("my phone is [PHONE] nine one two three four five six seven [PHONE] and "
+                              "my IC [NRIC] S one two three four five six seven D [NRIC] queue number "
+                              "two three five")
+    ex = T.TextExample(text, tuple(ents), "spoken")
+    rng = random.Random(3)
+    seen_digits = False
+    for _ in range(30):
+        w = T.written_copy(ex, rng, keep_spoken=0.0)
+        assert [e.label for e in w.entities] == ["PHONE", "NRIC"]
+        for e in w.entities:
+            value = w.text[e.char_start:e.char_end]
+            assert value == value.strip() and any(c.isdigit() for c in value), w.text
+        seen_digits |= "235" in w.text
+    assert seen_digits  # context numbers are written as digits too (most of the time)
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_written_values_look_written(label):
+    rng = random.Random(0)
+    vals = [T.written_value(label, rng) for _ in range(20)]
+    assert all(v and v == v.strip() for v in vals)
+    if label not in ("PERSON", "EMAIL"):
+        assert sum(any(c.isdigit() for c in v) for v in vals) >= 15, vals
+
+
+# --- CLI errors ---------------------------------------------------------------------------
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "deid_speech.cli", "train", "ner", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_missing_train_file_exits_1_with_one_line(tmp_path):
+    r = cli("--train", str(tmp_path / "nope.jsonl"), "--dev", str(tmp_path / "nope.jsonl"),
+            "--out", str(tmp_path / "m"))
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1 and "nope.jsonl" in r.stderr
+
+
+def test_bad_jsonl_exits_1_with_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok", "entities": []}\n{not json\n')
+    r = cli("--train", str(bad), "--dev", str(bad), "--out", str(tmp_path / "m"))
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1 and "bad.jsonl:2" in r.stderr
+
+
+def test_entity_outside_the_text_is_a_user_error(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"text": "hi", "entities": [{"label": "PHONE", "char_start": 0,
+                                                            "char_end": 9}]}) + "\n")
+    with pytest.raises(DeidError, match="bad entity"):
+        T.read_records(bad)
+
+
+def test_asr_noise_without_manifests_is_a_user_error(tmp_path):
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(json.dumps({"text": "hi there", "entities": []}) + "\n")
+    r = cli("--train", str(ok), "--dev", str(ok), "--out", str(tmp_path / "m"), "--asr-noise")
+    assert r.returncode == 1 and "voiced manifests" in r.stderr
+
+
+# --- training end to end (real spaCy, no Whisper) -----------------------------------------
+
+def _tiny_records(n: int) -> list[dict]:
+    frames = ["my phone number is [PHONE] x [PHONE] can call me",
+              "the IC is [NRIC] x [NRIC] ok",
+              "queue number two three five please wait"]
+    from deid_speech.augment.replace import fill_tags
+
+    rng = random.Random(1)
+    rows = []
+    for k in range(n):
+        tagged, _ = fill_tags(frames[k % len(frames)], rng)
+        text, ents = parse_tagged(tagged)
+        rows.append({"id": f"r{k}", "text": text, "tagged": tagged, "entities": [e.to_dict() for e in ents]})
+    return rows
+
+
+@pytest.mark.model
+def test_training_end_to_end_saves_a_model_the_detector_loads(tmp_path):
+    train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
+    rows = _tiny_records(36)
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows[:30]))
+    dev.write_text("".join(json.dumps(r) + "\n" for r in rows[30:]))
+    out = tmp_path / "ner"
+    r = cli("--train", str(train), "--dev", str(dev), "--out", str(out), "--max-epochs", "3",
+            "--patience", "3", "--seed", "1", "--batch-size", "4", "--written-copies", "6")
+    assert r.returncode == 0, r.stderr
+    assert (out / "meta.json").is_file()
+    report = json.loads((out / "training.json").read_text())
+    assert report["seed"] == 1 and 1 <= len(report["epochs"]) <= 3
+    assert report["data"]["train"]["spoken"] == 30 and report["data"]["train"]["written"] == 180
+    assert "ents_f" in report["epochs"][0]["dev"] and report["wall_s"] > 0
+
+    from deid_speech.ner.trained import TrainedNerDetector
+
+    det = TrainedNerDetector(out)
+    spans = det.detect(make_transcript("my phone number is 9123 4567 can call me"))
+    assert any(s.label == "PHONE" for s in spans), spans
+
+
+def test_detector_refuses_a_folder_without_a_model(tmp_path):
+    from deid_speech.ner.trained import TrainedNerDetector
+
+    with pytest.raises(DeidError, match="meta.json"):
+        TrainedNerDetector(tmp_path)
+
+
+# --- the shipped model keeps its recorded dev score ---------------------------------------
+
+@pytest.mark.model
+@pytest.mark.skipif(not (SHIPPED / "meta.json").is_file(), reason="no model shipped in models/ner")
+def test_shipped_model_reaches_its_recorded_dev_score():
+    report = json.loads((SHIPPED / "training.json").read_text())
+    rows = [json.loads(line) for line in (SHIPPED / report["dev_examples"]).read_text().splitlines() if line]
+    got = T.evaluate_text(SHIPPED, [T.TextExample.from_dict(d) for d in rows])
+    assert got["ents_f"] >= report["best_dev"]["ents_f"] - 0.02, got
