@@ -161,19 +161,26 @@ def split_texts(cfg: DatasetConfig) -> tuple[dict[str, list[dict]], dict]:
     return texts, summaries
 
 
-def make_dataset(cfg: DatasetConfig, config_text: str | None = None, progress: bool | None = None) -> dict:
-    """Build the dataset ``cfg`` describes; return the summary also written to dataset.json."""
-    from deid_speech.tts.dataset import voice_manifest
+def voice_pools(tts: TtsSettings) -> tuple[tuple[str, ...], dict[str, list[str] | None]]:
+    """(held-out voices, voices per split); a split's None means the catalogue's voices for it."""
     from deid_speech.tts.voices import DEFAULT_HELD_OUT, split_voices
 
-    held = cfg.tts.held_out if cfg.tts.held_out is not None else DEFAULT_HELD_OUT
-    pools = {"train": None, "dev": None, "test": None}  # None: the catalogue's voices for the split
-    if cfg.tts.voices is not None:  # one list for all splits: train gets its non-held-out part
-        train, held_part = split_voices(cfg.tts.voices, held)
+    held = tts.held_out if tts.held_out is not None else DEFAULT_HELD_OUT
+    pools: dict[str, list[str] | None] = {"train": None, "dev": None, "test": None}
+    if tts.voices is not None:  # one list for all splits: train gets its non-held-out part
+        train, held_part = split_voices(tts.voices, held)
         if not train or not held_part:
             raise DeidError("tts.voices must contain both training voices and held-out voices "
                             f"(held out: {', '.join(held)})")
         pools = {"train": train, "dev": held_part, "test": held_part}
+    return tuple(held), pools
+
+
+def make_dataset(cfg: DatasetConfig, config_text: str | None = None, progress: bool | None = None) -> dict:
+    """Build the dataset ``cfg`` describes; return the summary also written to dataset.json."""
+    from deid_speech.tts.dataset import voice_manifest
+
+    held, pools = voice_pools(cfg.tts)
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
     record = out / "dataset.json"

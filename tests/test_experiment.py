@@ -1,0 +1,155 @@
+"""`deid-speech experiment`: arms are built, every model trained and scored once, the table
+is the mean of what the evaluations wrote, and a rerun skips finished steps."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from deid_speech import experiment
+from deid_speech.cli import main
+from deid_speech.errors import DeidError
+from deid_speech.experiment import ExperimentConfig, summarise
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="needs flite")
+
+CONFIG = f"""
+out_dir = "exp"
+seeds = [0, 1]
+systems = ["cascade", "e2e"]
+
+[data]
+seed_dir = "{ROOT / 'data' / 'seed'}"
+limit = {{ train = 3, dev = 2, test = 2 }}
+
+[tts]
+voices = ["flite:rms", "flite:slt", "flite:awb"]
+held_out = ["flite:awb"]
+telephone_test = true
+
+[[arm]]
+strategy = "similar"
+n = 2
+backend = "template"
+
+[[arm]]
+strategy = "diverse"
+n = 2
+backend = "template"
+
+[train]
+e2e = ["--max-steps", "5"]
+"""
+
+
+def _fake_cli(calls: list[list[str]]):
+    """Stands in for `deid-speech train/eval`: records the call; eval writes a results.json
+    whose F1 encodes the seed and system, so the table's means can be checked."""
+
+    def fake(argv: list[str]) -> None:
+        calls.append(argv)
+        if argv[0] == "train":
+            out = Path(argv[argv.index("--out") + 1])
+            out.mkdir(parents=True)
+            (out / "training.json").write_text(json.dumps({"wall_s": 1.0, "best_score": 0.5}))
+            return
+        model = Path(argv[argv.index("--ner-model" if "--ner-model" in argv else "--model") + 1])
+        seed = int(model.parent.name.removeprefix("seed"))
+        system = argv[argv.index("--system") + 1]
+        f1 = 0.5 + 0.1 * seed + (0.2 if system == "e2e" else 0.0)
+        overall = {"precision": f1, "recall": f1, "f1": f1}
+        res = {"systems": {system: {"timestamp_overlap": {"overall": overall},
+                                    "timestamp_overlap_label_exact": {"per_label": {"PHONE": {"f1": f1}}}}}}
+        out = Path(argv[argv.index("--out-dir") + 1])
+        out.mkdir(parents=True)
+        (out / "results.json").write_text(json.dumps(res))
+
+    return fake
+
+
+@needs_flite
+def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch, capsys) -> None:
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(CONFIG)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(experiment, "_cli", _fake_cli(calls))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
+    out = tmp_path / "exp"
+    # 3 arms x 2 seeds x 2 systems trained; each model scored on test and test_telephone
+    trains = [c for c in calls if c[0] == "train"]
+    evals = [c for c in calls if c[0] == "eval"]
+    assert len(trains) == 12 and len(evals) == 24
+    assert all(c[c.index("--dev") + 1].endswith("data/dev/manifest.jsonl") for c in trains)
+    assert {Path(c[c.index("--manifest") + 1]).parent.name for c in evals} == {"test", "test_telephone"}
+    assert all(c[-2:] == ["--max-steps", "5"] for c in trains if c[1] == "e2e")
+    # the arm's training manifest = the seed train + its voiced augmentation, audio paths absolute
+    arm_train = [json.loads(x) for x in (out / "arms" / "similar0.3" / "train.jsonl").read_text().splitlines()]
+    assert len(arm_train) == 3 + 2 and all(Path(r["audio"]).is_file() for r in arm_train)
+    assert sum(r["id"].startswith("similar") for r in arm_train) == 2
+    base_train = out / "data" / "train" / "manifest.jsonl"
+    assert sum(1 for _ in base_train.open()) == 3
+    # dev/test never voiced with a training voice
+    for split in ("dev", "test", "test_telephone"):
+        rows = [json.loads(x) for x in (out / "data" / split / "manifest.jsonl").read_text().splitlines()]
+        assert {r["voice"] for r in rows} == {"flite:awb"}
+    results = json.loads((out / "results.json").read_text())
+    row = next(e for e in results["table"] if e["system"] == "e2e" and e["arm"] == "baseline+diverse0.6"
+               and e["test"] == "test")
+    assert row["f1"] == pytest.approx(0.75) and row["f1_sd"] == pytest.approx(0.0707, abs=1e-4)
+    assert row["per_label_f1"]["PHONE"] == pytest.approx(0.75) and row["per_label_f1"]["NRIC"] == 0
+    md = (out / "results.md").read_text()
+    assert "| baseline+similar0.3 | 55.0 ± 7.1 | 55.0 ± 7.1 | **55.0 ± 7.1** |" in md  # cascade: seeds 0.5, 0.6
+    assert (out / "results.png").stat().st_size > 1000
+    # a rerun does nothing again
+    calls.clear()
+    assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
+    assert calls == []
+
+
+def test_failed_step_stops_and_is_not_recorded(tmp_path: Path, monkeypatch) -> None:
+    steps = experiment.Steps(tmp_path, log=lambda m: None)
+    steps.run("one", lambda: {"x": 1})
+    with pytest.raises(DeidError):
+        steps.run("two", lambda: experiment._cli(["eval", "--manifest", str(tmp_path / "missing.jsonl"),
+                                                  "--out-dir", str(tmp_path / "e")]))
+    again = experiment.Steps(tmp_path, log=lambda m: None)
+    assert set(again.done) == {"one"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("seeds = [0]", "needs out_dir"),
+    ('out_dir = "x"\nsystems = ["presidio"]', "systems"),
+    ('out_dir = "x"\n[[arm]]\nn = 5\n[[arm]]\nstrategy = "diverse"\nn = 6', "same number"),
+    ('out_dir = "x"\n[[arm]]\nn = 5\n[[arm]]\nn = 5', "same strategy"),
+    ('out_dir = "x"\n[data]\naugment = []', "no augment"),
+    ('out_dir = "x"\n[train]\nner = "--fast"', "[train]"),
+    ('out_dir = "x"\nbogus = 1', "unknown config key"),
+])
+def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
+    p = tmp_path / "e.toml"
+    p.write_text(text)
+    with pytest.raises(DeidError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        ExperimentConfig.load(p)
+
+
+def test_shipped_configs_parse() -> None:
+    small = ExperimentConfig.load(ROOT / "data" / "experiments" / "small.toml")
+    assert small.arm_names() == ["baseline", "baseline+similar0.3", "baseline+similar0.6",
+                                 "baseline+diverse0.3", "baseline+diverse0.6"]
+    assert small.data.tts.telephone_test and not small.data.augment
+    gpu = ExperimentConfig.load(ROOT / "data" / "experiments" / "gpu.toml")
+    assert len(gpu.seeds) == 3 and {a.backend for a in gpu.arms} == {"ollama"}
+
+
+def test_summary_means_over_seeds_only_within_a_cell() -> None:
+    def row(arm, seed, f1):
+        return {"arm": arm, "seed": seed, "system": "cascade", "test": "test",
+                "overall": {"precision": f1, "recall": f1, "f1": f1}, "per_label": {}}
+
+    table = summarise([row("a", 0, 0.5), row("a", 1, 0.7), row("b", 0, 0.9)])
+    by = {e["arm"]: e for e in table}
+    assert by["a"]["f1"] == pytest.approx(0.6) and by["a"]["n_seeds"] == 2
+    assert by["b"]["f1"] == pytest.approx(0.9) and by["b"]["f1_sd"] is None
