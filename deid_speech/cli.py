@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--spacy-model", default=None, help="spaCy pipeline name or folder for PERSON/DATE")
     r.add_argument("--ner-model", default=None,
                    help="a trained NER folder (`deid-speech train ner`) added to the cascade")
+    r.add_argument("--model", default=None, metavar="DIR",
+                   help="the end-to-end model folder for --system e2e (`deid-speech train e2e`; "
+                        "default: the shipped one, if any)")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
@@ -84,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     targets = t.add_subparsers(dest="target", required=True)
     for target in TRAIN_TARGETS.values():
         _module(target).add_parser(targets)
+    _module("deid_speech.experiment").add_parser(sub)
     return p
 
 
@@ -139,10 +143,12 @@ def cmd_redact(args: argparse.Namespace) -> int:
     from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs
     from deid_speech.redact import RedactOptions
 
+    if args.model is not None and args.system != "e2e":
+        raise DeidError("--model is the end-to-end model: use it with --system e2e")
     files = collect_inputs(args.inputs)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
                           redact=RedactOptions(mode=args.mode, padding=args.padding),
-                          spacy_model=args.spacy_model, ner_model=args.ner_model)
+                          spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     return redact_many(Redactor(config), files, args.out_dir, show)
 
@@ -229,7 +235,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset,
-            "eval": cmd_eval, "train": cmd_train}
+            "eval": cmd_eval, "train": cmd_train,
+            "experiment": lambda args: _module("deid_speech.experiment").run(args)}
 
 
 def main(argv: list[str] | None = None) -> int:

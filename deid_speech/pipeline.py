@@ -24,6 +24,7 @@ class RedactConfig:
     redact: RedactOptions = field(default_factory=RedactOptions)
     spacy_model: str | None = None
     ner_model: str | None = None  # a `deid-speech train ner` folder, added to the cascade
+    e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
     min_score: float = 0.5
 
     def __post_init__(self) -> None:
@@ -72,9 +73,14 @@ class Redactor:
         """``asr`` (anything with ``name`` and ``transcribe(audio16k, progress)``) and
         ``detectors`` default to Whisper and the cascade's detectors; tests pass fakes."""
         self.config = config
-        if config.system == "e2e":
-            raise DeidError("the e2e system needs a trained end-to-end model, which this version "
-                            "does not ship yet; use --system cascade")
+        if config.system == "e2e":  # one model transcribes and tags: it is both ASR and detector
+            if asr is None:
+                from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
+
+                asr = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
+            self.asr = asr
+            self.detectors = detectors if detectors is not None else [asr]
+            return
         if asr is None:
             from deid_speech.asr.whisper import AsrOptions, Transcriber
 

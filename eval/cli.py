@@ -29,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--asr-model", default="tiny.en")
     p.add_argument("--ner-model", default=None,
                    help="a trained NER folder added to the cascade (system 'cascade')")
+    p.add_argument("--model", default=None, metavar="DIR",
+                   help="the end-to-end model folder for system 'e2e' (`deid-speech train e2e`; "
+                        "default: the shipped one, if any)")
     p.add_argument("--aligner", choices=("pocketsphinx", "vosk", "whisper"), default="pocketsphinx",
                    help="times entities that lack them in the manifest")
     p.add_argument("--padding", type=float, default=0.1, help="redaction padding in seconds (0.1)")
@@ -52,6 +55,13 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError("--limit must be at least 1")
     if not 0 <= args.padding <= 2:
         raise DeidError("--padding must be between 0 and 2 seconds")
+    if args.model is not None and "e2e" not in systems:
+        raise DeidError("--model is the end-to-end model: use it with --system e2e")
+    e2e = None
+    if "e2e" in systems and args.predictions is None:  # load (and validate) the model before the manifest
+        from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
+
+        e2e = E2ETagger(E2EOptions(model=args.model or default_model()))
     items = load_manifest(args.manifest, args.aligner, args.limit)
     if not items:
         raise DeidError(f"{args.manifest}: no records")
@@ -59,13 +69,15 @@ def run(args: argparse.Namespace) -> int:
         preds = predictions_from_dir(args.predictions, items)
     else:
         preds = system_predictions(systems, items, args.asr_model, padding=args.padding,
-                                   ner_model=args.ner_model)
+                                   ner_model=args.ner_model, e2e_model=args.model, e2e=e2e)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
         results = evaluate(items, preds, progress=lambda k: bar.update(1))
     results["manifest"] = str(args.manifest)
     results["asr_model"] = "(saved outputs)" if args.predictions else args.asr_model
     results["ner_model"] = args.ner_model
+    if e2e is not None:
+        results["e2e_model"] = str(e2e.options.model)
     results["command"] = "deid-speech " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["eval"] else sys.argv[1:])
     paths = write_results(results, args.out_dir)
     for name, s in results["systems"].items():

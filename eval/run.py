@@ -133,7 +133,8 @@ class SystemScore:
 
 
 def _detectors(system: str) -> tuple[list, float]:
-    """(detectors, min_score) of a transcript-reading system."""
+    """(detectors, min_score) of a transcript-reading system (``e2e`` reads no shared
+    transcript: :func:`system_predictions` gives it its own Redactor)."""
     if system == "cascade":
         return None, 0.5  # the Redactor's own cascade and threshold
     if system == "presidio":
@@ -148,35 +149,40 @@ def _detectors(system: str) -> tuple[list, float]:
 
 
 def system_predictions(systems: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
-                       padding: float = 0.1, ner_model: str | None = None
-                       ) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+                       padding: float = 0.1, ner_model: str | None = None, e2e_model: str | None = None,
+                       e2e=None) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
-    (``ner_model``: a trained NER folder added to the cascade)."""
+    (``ner_model``: a trained NER folder added to the cascade). System ``e2e`` is its own
+    ASR: its model (``e2e_model``, default the shipped one; or a ready ``e2e`` tagger)
+    writes a tagged transcript of each item."""
     from deid_speech.audio import load
     from deid_speech.pipeline import RedactConfig, Redactor
     from deid_speech.redact import RedactOptions, redact_text
 
-    if "e2e" in systems:
-        raise DeidError("the e2e system needs a trained end-to-end model, which this version does not ship "
-                        "yet; evaluate cascade, presidio or spacy")
     redactors = {}
-    for s in systems:  # one ASR model, shared
+    for s in systems:  # one ASR model, shared by the transcript-reading systems
+        if s == "e2e":
+            redactors[s] = Redactor(RedactConfig(system="e2e", e2e_model=e2e_model,
+                                                 redact=RedactOptions(padding=padding)), asr=e2e)
+            continue
         dets, min_score = _detectors(s)
         cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=RedactOptions(padding=padding),
                            ner_model=ner_model if s == "cascade" else None)
         redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
         asr = redactors[s].asr
-    first = redactors[systems[0]]
+    shared = next((r for s, r in redactors.items() if s != "e2e"), None)
     for item in items:
         try:
             audio = load(item.audio)
         except DeidError as exc:
             raise DeidError(f"{item.id}: {exc}") from None
-        tr = first.asr.transcribe(audio.mono16k())
+        mono = audio.mono16k()
+        tr = shared.asr.transcribe(mono) if shared is not None else None
         out = {}
         for name, r in redactors.items():
-            spans = r.detect(tr)
-            out[name] = Prediction(spans, tr, redact_text(tr, spans), padding)
+            t = r.asr.transcribe(mono) if name == "e2e" else tr
+            spans = r.detect(t)
+            out[name] = Prediction(spans, t, redact_text(t, spans), padding)
         yield item, audio.duration, out
 
 

@@ -1,0 +1,260 @@
+"""Inference with the end-to-end tagger: audio -> tagged transcript -> Transcript + Spans.
+
+Audio is cut at quiet points into windows of at most ``window_s`` seconds
+(:func:`deid_speech.asr.whisper.cut_points`); the windows are decoded in batches
+(greedy, ``torch.inference_mode``) by the fine-tuned Hugging Face Whisper model, which
+writes the tags as special tokens. Each window's tagged text is parsed leniently
+(:mod:`deid_speech.e2e.tags`: an entity boundary never crosses a window), and its
+untagged words are timed by forced alignment of the text against the window's audio
+(pocketsphinx, :func:`deid_speech.align.base.get_aligner`), the same aligner that times
+the reference words of the voiced data. A window the aligner cannot place gets its words
+spread over it in proportion to their length, and its entities cover the whole window
+(a span that cannot be placed is widened, never dropped).
+
+:class:`E2ETagger` is both the ASR (``transcribe``) and the detector (``detect``) of a
+:class:`deid_speech.pipeline.Redactor`, so ``--system e2e`` writes the same audio and
+JSON as the cascade.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from deid_speech.errors import DeidError
+from deid_speech.types import Span, Transcript
+
+MODEL_RATE = 16000
+PAUSE_S = 0.3  # a silence this long between two words starts a new stretch (stray closing tags open there)
+
+
+@dataclass(frozen=True)
+class E2EOptions:
+    model: str
+    device: str = "cpu"
+    window_s: float = 27.0
+    batch_size: int = 4
+    max_new_tokens: int = 220
+    threads: int | None = None  # torch threads (default: torch's own choice)
+    quantize: bool = False  # int8 dynamic quantisation of the Linear layers (CPU)
+
+    def __post_init__(self) -> None:
+        if not 5 <= self.window_s <= 30:
+            raise ValueError("window_s must be between 5 and 30 seconds")
+        if self.batch_size < 1 or self.max_new_tokens < 1:
+            raise ValueError("batch_size and max_new_tokens must be >= 1")
+
+
+@dataclass(frozen=True)
+class Window:
+    """One decoded stretch of audio: [start, end) seconds and the tagged text."""
+
+    start: float
+    end: float
+    tagged: str
+
+
+def shipped_model_dir() -> Path:
+    """Where the repository keeps its default e2e model (``models/e2e``)."""
+    return Path(__file__).resolve().parents[1] / "models" / "e2e"
+
+
+def default_model() -> str:
+    """The shipped e2e model, or a one-line DeidError when none is shipped."""
+    p = shipped_model_dir()
+    if not p.is_dir():
+        raise DeidError("--system e2e needs --model DIR (a `deid-speech train e2e` folder); "
+                        "this installation ships no default end-to-end model")
+    return str(p)
+
+
+def check_model_dir(path: str | os.PathLike) -> Path:
+    """A folder holding a fine-tuned e2e model (HF Whisper with the tag tokens), or a
+    one-line DeidError."""
+    from deid_speech.e2e.tags import TAG_TEXTS
+
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise DeidError(f"--model {p}: no such folder (train one with `deid-speech train e2e`)")
+    from deid_speech.e2e.shipped import is_delta, materialize
+
+    if is_delta(p):
+        p = materialize(p)
+    cfg, tok = p / "config.json", p / "tokenizer.json"
+    try:
+        model_type = json.loads(cfg.read_text(encoding="utf-8")).get("model_type") if cfg.is_file() else None
+    except (json.JSONDecodeError, OSError):
+        model_type = None
+    if model_type != "whisper":
+        raise DeidError(f"--model {p}: not an e2e model folder (no Whisper config.json)")
+    try:
+        added = {t["content"] for t in json.loads(tok.read_text(encoding="utf-8")).get("added_tokens", [])}
+    except (json.JSONDecodeError, OSError, FileNotFoundError):
+        raise DeidError(f"--model {p}: no readable tokenizer.json") from None
+    if not set(TAG_TEXTS) <= added:
+        raise DeidError(f"--model {p}: the tokenizer has no entity tag tokens; this is not an e2e model "
+                        "(`deid-speech train e2e` makes one)")
+    return p
+
+
+def load_model(path: str | os.PathLike, device: str = "cpu") -> tuple[Any, Any]:
+    """``(model, processor)`` of an e2e model folder (validated first)."""
+    import torch
+    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+    p = check_model_dir(path)
+    try:
+        model = WhisperForConditionalGeneration.from_pretrained(str(p), dtype=torch.float32)
+        processor = WhisperProcessor.from_pretrained(str(p))
+    except Exception as e:
+        raise DeidError(f"--model {p}: cannot load ({str(e).splitlines()[0] if str(e) else e})") from None
+    return model.to(device).eval(), processor
+
+
+def windows_of(audio: np.ndarray, window_s: float) -> list[tuple[float, float]]:
+    """Stretches of at most ``window_s`` seconds cut at quiet points."""
+    from deid_speech.asr.whisper import cut_points
+
+    cuts = cut_points(audio, MODEL_RATE, window_s)
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b - a > 0.05]
+
+
+def generate_tagged(model: Any, processor: Any, clips: list[np.ndarray], max_new_tokens: int = 220,
+                    batch_size: int = 4) -> list[str]:
+    """Greedy tagged transcripts of ``clips`` (16 kHz mono, each at most 30 s)."""
+    import torch
+
+    from deid_speech.asr.finetune import features, is_multilingual
+    from deid_speech.e2e.tokens import decode_tagged
+
+    dev = next(model.parameters()).device
+    kwargs = {"language": "en", "task": "transcribe"} if is_multilingual(model) else {}
+    out: list[str] = []
+    with torch.inference_mode():
+        for i in range(0, len(clips), batch_size):
+            feats = features(processor, clips[i:i + batch_size]).to(dev, next(model.parameters()).dtype)
+            ids = model.generate(input_features=feats, max_new_tokens=max_new_tokens, num_beams=1,
+                                 do_sample=False, return_timestamps=False, **kwargs)
+            out.extend(decode_tagged(processor.tokenizer, row) for row in ids.tolist())
+    return out
+
+
+def pauses_in(tr: Transcript, min_gap: float = PAUSE_S) -> list[int]:
+    """Character offsets of words that follow a silence of at least ``min_gap`` seconds."""
+    return [w.char_start for prev, w in zip(tr.words, tr.words[1:]) if w.start - prev.end >= min_gap]
+
+
+def place(windows: list[Window], audio: np.ndarray,
+          align: Callable[[np.ndarray, str], Transcript]) -> tuple[Transcript, list[Span]]:
+    """Time the words of each window (``align(window_audio, text)``) and turn its tags
+    into Spans in seconds. Returns the whole Transcript (one segment per window) and the
+    entity Spans (source ``e2e``)."""
+    from deid_speech.align.base import project_words
+    from deid_speech.e2e.tags import pair_tags, strip_tags
+
+    words: list[tuple[str, float, float]] = []
+    spans: list[Span] = []
+    segments: list[Span] = []
+    for w in windows:
+        text, marks = strip_tags(w.tagged)
+        if not text:
+            continue
+        clip = audio[int(w.start * MODEL_RATE): int(w.end * MODEL_RATE)]
+        placed = True
+        try:
+            tr = align(clip, text)
+            if tr.text != text or not tr.words:
+                raise DeidError("aligner changed the text")
+        except DeidError:
+            tr, placed = project_words(text, [], duration=w.end - w.start), False
+        segments.append(Span(w.start, w.end, source="e2e"))
+        words.extend((x.text, w.start + x.start, w.start + x.end) for x in tr.words)
+        for e in pair_tags(text, marks, pauses_in(tr)):
+            ws = tr.words_in(e.char_start, e.char_end)
+            if not ws:
+                continue
+            a, b = (min(x.start for x in ws), max(x.end for x in ws)) if placed else (0.0, w.end - w.start)
+            spans.append(Span(w.start + a, w.start + max(a, b), e.label, 1.0, "e2e",
+                              text[e.char_start:e.char_end]))
+    return Transcript.from_words(words, segments=segments), sorted(spans)
+
+
+class E2ETagger:
+    """Loads a fine-tuned e2e model once. ``transcribe(audio16k)`` returns the untagged
+    Transcript (the ASR role); ``detect(transcript)`` the tagged entities of that same
+    transcript (the detector role)."""
+
+    name = "e2e"
+
+    def __init__(self, options: E2EOptions, model: Any = None, processor: Any = None):
+        self.options = options
+        if options.threads:
+            import torch
+
+            torch.set_num_threads(options.threads)
+        if model is None:
+            model, processor = load_model(options.model, options.device)
+        if options.quantize:
+            model = quantize_int8(model)
+        self.model, self.processor = model.eval(), processor
+        self.name = f"e2e:{options.model}"
+        self._aligner = None
+        self._last: tuple[Transcript, list[Span]] | None = None
+
+    def align(self, clip: np.ndarray, text: str) -> Transcript:
+        if self._aligner is None:
+            from deid_speech.align.base import get_aligner
+
+            self._aligner = get_aligner("pocketsphinx")
+        return self._aligner.align(clip, text)
+
+    def tag_many(self, audios: list[np.ndarray], progress=None) -> list[list[Window]]:
+        """Tagged text of each window of each 16 kHz mono recording; windows of all the
+        recordings are decoded together in batches."""
+        jobs = [(k, a, b) for k, audio in enumerate(audios) for a, b in windows_of(audio, self.options.window_s)]
+        out: list[list[Window]] = [[] for _ in audios]
+        step = self.options.batch_size
+        total = jobs[-1][2] if len(audios) == 1 and jobs else float(len(jobs))
+        for i in range(0, len(jobs), step):
+            part = jobs[i:i + step]
+            clips = [audios[k][int(a * MODEL_RATE): int(b * MODEL_RATE)] for k, a, b in part]
+            texts = generate_tagged(self.model, self.processor, clips, self.options.max_new_tokens, step)
+            for (k, a, b), t in zip(part, texts):
+                out[k].append(Window(a, b, t))
+            if progress:
+                progress(part[-1][2] if len(audios) == 1 else float(i + len(part)), total)
+        return out
+
+    def run_many(self, audios: list[np.ndarray], progress=None) -> list[tuple[Transcript, list[Span]]]:
+        """(Transcript, entity Spans) of each 16 kHz mono recording."""
+        if any(a.ndim != 1 for a in audios):
+            raise ValueError("the e2e tagger expects mono 16 kHz audio")
+        return [place(w, a, self.align) for w, a in zip(self.tag_many(audios, progress), audios)]
+
+    def run(self, audio: np.ndarray, progress=None) -> tuple[Transcript, list[Span]]:
+        return self.run_many([audio], progress)[0]
+
+    def transcribe(self, audio: np.ndarray, progress=None) -> Transcript:
+        tr, spans = self.run(audio, progress)
+        self._last = (tr, spans)
+        return tr
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        if self._last is None or self._last[0] is not transcript:
+            raise DeidError("the e2e tagger finds entities only in the transcripts it wrote itself")
+        return list(self._last[1])
+
+
+def quantize_int8(model: Any) -> Any:
+    """int8 dynamic quantisation of the Linear layers (CPU inference)."""
+    import torch
+
+    try:
+        from torch.ao.quantization import quantize_dynamic
+    except ImportError:
+        return model
+    return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)

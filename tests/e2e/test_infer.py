@@ -1,0 +1,130 @@
+"""E2E inference: windows -> tagged text -> timed words and Spans; model-folder checks;
+the redact and eval commands with --system e2e."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deid_speech.align.base import project_words
+from deid_speech.e2e.infer import Window, pauses_in, place
+from deid_speech.errors import DeidError
+from deid_speech.types import Transcript
+
+ROOT = Path(__file__).resolve().parents[2]
+CALL = ROOT / "data" / "examples" / "call.wav"
+
+
+def even_aligner(clip, text):
+    """Fake aligner: words spread evenly over the clip."""
+    return project_words(text, [], duration=len(clip) / 16000)
+
+
+def failing_aligner(clip, text):
+    raise DeidError("cannot align")
+
+
+def test_place_times_tagged_words_and_offsets_each_window():
+    audio = np.zeros(16000 * 20, np.float32)
+    wins = [Window(0.0, 8.0, "call me at [PHONE] nine eight [PHONE] ok"),
+            Window(8.0, 20.0, "name is [PERSON] Jason Lim [PERSON].")]
+    tr, spans = place(wins, audio, even_aligner)
+    assert tr.text == "call me at nine eight ok name is Jason Lim."
+    assert [(s.label, s.text, s.source) for s in spans] == [("PHONE", "nine eight", "e2e"),
+                                                            ("PERSON", "Jason Lim", "e2e")]
+    phone, person = spans
+    assert 0 < phone.start < phone.end <= 8.0 and 8.0 < person.start < person.end <= 20.0
+    for s in spans:  # the span is exactly the union of its words' times
+        ws = [w for w in tr.words if s.text.startswith(w.text.strip(".")) or w.text.strip(".") in s.text.split()]
+        assert min(w.start for w in ws) == pytest.approx(s.start) and max(w.end for w in ws) == pytest.approx(s.end)
+    assert [(g.start, g.end) for g in tr.segments] == [(0.0, 8.0), (8.0, 20.0)]
+
+
+def test_an_entity_never_crosses_a_window():
+    audio = np.zeros(16000 * 10, np.float32)
+    wins = [Window(0.0, 5.0, "my number [PHONE] nine eight"), Window(5.0, 10.0, "seven six [PHONE]")]
+    _, spans = place(wins, audio, even_aligner)
+    assert [(s.text, s.label) for s in spans] == [("nine eight", "PHONE"), ("seven six", "PHONE")]
+    assert spans[0].end <= 5.0 <= spans[1].start
+
+
+def test_a_window_the_aligner_cannot_place_is_redacted_whole():
+    audio = np.zeros(16000 * 10, np.float32)
+    tr, spans = place([Window(2.0, 9.0, "call [PHONE] nine eight [PHONE] ok")], audio, failing_aligner)
+    assert tr.text == "call nine eight ok" and len(tr.words) == 4
+    assert [(s.start, s.end, s.label) for s in spans] == [(2.0, 9.0, "PHONE")]
+
+
+def test_empty_windows_are_skipped():
+    tr, spans = place([Window(0.0, 3.0, ""), Window(3.0, 4.0, "[PHONE]")], np.zeros(64000, np.float32), even_aligner)
+    assert tr.text == "" and spans == []
+
+
+def test_pauses_are_word_starts_after_a_silence():
+    tr = Transcript.from_words([("a", 0.0, 0.2), ("b", 0.25, 0.4), ("c", 1.0, 1.2)])
+    assert pauses_in(tr) == [tr.words[2].char_start]
+
+
+@pytest.mark.parametrize("make", ["missing", "empty", "plain-whisper"])
+def test_bad_model_folder_is_a_one_line_error(tmp_path, make, tokenizer_dir):
+    from deid_speech.e2e.infer import check_model_dir
+
+    p = tmp_path / "m"
+    if make == "empty":
+        p.mkdir()
+    elif make == "plain-whisper":
+        p = tokenizer_dir  # a Whisper folder without the tag tokens
+    with pytest.raises(DeidError) as e:
+        check_model_dir(p)
+    assert "\n" not in str(e.value) and "--model" in str(e.value)
+
+
+def test_redact_e2e_with_a_missing_model_fails_closed(tmp_path, capsys):
+    from deid_speech.cli import main
+
+    wav = tmp_path / "call.wav"
+    wav.write_bytes(CALL.read_bytes())
+    rc = main(["redact", "--system", "e2e", "--model", str(tmp_path / "nope"), str(wav)])
+    err = capsys.readouterr().err
+    assert rc == 1 and len(err.strip().splitlines()) == 1 and "--model" in err
+    assert not list(tmp_path.glob("*.redacted.*"))
+
+
+def test_model_option_without_e2e_is_an_error(tmp_path):
+    from deid_speech.cli import main
+
+    assert main(["redact", "--model", str(tmp_path), str(CALL), "--out-dir", str(tmp_path)]) == 1
+    assert not list(tmp_path.glob("*.redacted.*"))
+
+
+def test_eval_e2e_with_a_missing_model_is_a_one_line_error(tmp_path, capsys):
+    from deid_speech.cli import main
+
+    man = tmp_path / "manifest.jsonl"
+    man.write_text(json.dumps({"id": "a", "audio": str(CALL), "text": "hi", "entities": []}) + "\n")
+    rc = main(["eval", "--system", "e2e", "--model", str(tmp_path / "nope"), "--manifest", str(man),
+               "--out-dir", str(tmp_path / "out")])
+    assert rc == 1 and "--model" in capsys.readouterr().err
+
+
+def test_redactor_uses_the_tagger_as_asr_and_detector():
+    from deid_speech.pipeline import RedactConfig, Redactor
+
+    class FakeTagger:
+        name = "e2e:fake"
+
+        def transcribe(self, audio, progress=None):
+            self.tr, self.spans = place([Window(0.0, 4.0, "at [PHONE] nine eight [PHONE] ok")], audio, even_aligner)
+            return self.tr
+
+        def detect(self, transcript):
+            assert transcript is self.tr
+            return self.spans
+
+    from deid_speech.audio import Audio
+
+    audio = Audio(np.random.default_rng(0).normal(0, 0.1, (64000, 1)).astype(np.float32), 16000)
+    r = Redactor(RedactConfig(system="e2e"), asr=FakeTagger())
+    res = r.redact(audio)
+    assert [s.label for s in res.spans] == ["PHONE"]
+    assert "nine" not in res.redacted_transcript and "PHONE" in res.redacted_transcript
