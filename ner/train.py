@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from deid_speech.errors import DeidError
-from deid_speech.types import LABELS, EntitySpan, Span, Transcript
+from deid_speech.types import LABELS, EntitySpan, Span, Transcript, parse_tagged
 
 DEFAULT_CONFIG = """
 [nlp]
@@ -103,7 +103,8 @@ class TextExample:
 # --- input records ------------------------------------------------------------------------
 
 def read_records(path: Path) -> list[dict]:
-    """Text records or voiced manifest records; a one-line DeidError on anything else."""
+    """Text records, tagged-only records or voiced manifest records; a one-line DeidError
+    on anything else."""
     path = Path(path)
     if not path.is_file():
         raise DeidError(f"{path}: no such file")
@@ -116,9 +117,15 @@ def read_records(path: Path) -> list[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DeidError(f"{path}:{n}: not JSONL ({exc.msg})") from None
+            if isinstance(row, dict) and "text" not in row and isinstance(row.get("tagged"), str):
+                try:  # augmentation output: the tagged text only
+                    text, ents = parse_tagged(row["tagged"])
+                except ValueError as exc:
+                    raise DeidError(f"{path}:{n}: bad tagged text ({exc})") from None
+                row = {**row, "text": text, "entities": [e.to_dict() for e in ents]}
             if not isinstance(row, dict) or not isinstance(row.get("text"), str) \
                     or not isinstance(row.get("entities", []), list):
-                raise DeidError(f"{path}:{n}: expected a record with 'text' and 'entities'")
+                raise DeidError(f"{path}:{n}: expected a record with 'text' and 'entities' (or 'tagged')")
             try:
                 for e in row.get("entities", []):
                     if e["label"] not in LABELS or not 0 <= e["char_start"] < e["char_end"] <= len(row["text"]):
@@ -265,15 +272,18 @@ def project_entities(entities: Sequence[Span], hyp: Transcript, min_fraction: fl
     A hypothesis word belongs to the entity it overlaps most in time, if that overlap is at
     least ``min_fraction`` of the word's or of the entity's duration (a word of no duration
     belongs to the entity its start falls in). The entity becomes the run of words from its
-    first to its last word, without surrounding punctuation; an entity with no word (the
-    ASR dropped it) yields nothing, and overlapping results keep the earlier one.
+    first to its last word; when a comma or full stop splits that run (Whisper's word times
+    are loose: "um, S1234567D"), the part that overlaps the entity most (DATE excepted:
+    "April 14, 2005"). Surrounding punctuation is left out; an entity with no word (the ASR
+    dropped it) yields nothing, and overlapping results keep the earlier one.
     """
     owner: list[int | None] = []
+    overlap: list[float] = []
     for w in hyp.words:
         best, best_ov = None, 0.0
         for k, e in enumerate(entities):
             if w.end <= w.start:
-                ov = 1.0 if e.start <= w.start < e.end else 0.0
+                ov = 1e-3 if e.start <= w.start < e.end else 0.0
                 ok = ov > 0
             else:
                 ov = min(w.end, e.end) - max(w.start, e.start)
@@ -282,11 +292,20 @@ def project_entities(entities: Sequence[Span], hyp: Transcript, min_fraction: fl
             if ok and ov > best_ov:
                 best, best_ov = k, ov
         owner.append(best)
+        overlap.append(best_ov)
     out: list[EntitySpan] = []
     for k, e in enumerate(entities):
         idx = [i for i, o in enumerate(owner) if o == k]
         if not idx:
             continue
+        idx = list(range(idx[0], idx[-1] + 1))
+        if e.label != "DATE":  # "um, S1234567D": a pause mark inside the run is an edge
+            chunks: list[list[int]] = [[]]
+            for i in idx:
+                chunks[-1].append(i)
+                if _ends_phrase(hyp.words[i].text) and i != idx[-1]:
+                    chunks.append([])
+            idx = max(chunks, key=lambda c: sum(overlap[i] for i in c if owner[i] == k))
         a, b = hyp.words[idx[0]].char_start, hyp.words[idx[-1]].char_end
         while a < b and hyp.text[a] in _PUNCT:
             a += 1
@@ -295,6 +314,13 @@ def project_entities(entities: Sequence[Span], hyp: Transcript, min_fraction: fl
         if b > a and not (out and a < out[-1].char_end):
             out.append(EntitySpan(a, b, e.label))
     return out
+
+
+def _ends_phrase(word: str) -> bool:
+    """A word ending in , ; ? ! or a full stop (not "Dr.", "Mr.": short abbreviations)."""
+    if word.endswith((",", ";", "?", "!")):
+        return True
+    return word.endswith(".") and not (word[:-1].isalpha() and len(word) <= 4)
 
 
 def _reference_spans(row: dict) -> list[Span]:
@@ -366,10 +392,13 @@ def asr_examples(rows: list[dict], asr_model: str, cache_path: Path, log=print) 
     return out
 
 
-def build_examples(rows: list[dict], rng: random.Random, written_copies: int, asr: list[TextExample]) -> list[TextExample]:
+def build_examples(rows: list[dict], rng: random.Random, written_copies: int, asr: list[TextExample],
+                   asr_copies: int = 1) -> list[TextExample]:
+    """The records' spoken text, ``written_copies`` written-form copies of each, and the ASR
+    examples ``asr_copies`` times (they are the closest to what the model will read)."""
     spoken = [spoken_example(r) for r in rows]
     written = [written_copy(ex, rng) for _ in range(written_copies) for ex in spoken]
-    return spoken + written + asr
+    return spoken + written + asr * asr_copies
 
 
 # --- spaCy --------------------------------------------------------------------------------
@@ -444,11 +473,14 @@ class TrainOptions:
     dropout: float = 0.2
     learn_rate: float = 0.001
     written_copies: int = 2
+    asr_copies: int = 2
     max_train: int = 8000
 
     def __post_init__(self) -> None:
-        if self.max_epochs < 1 or self.patience < 1 or self.batch_size < 1 or self.written_copies < 0:
-            raise DeidError("--max-epochs, --patience and --batch-size must be >= 1, --written-copies >= 0")
+        if self.max_epochs < 1 or self.patience < 1 or self.batch_size < 1 or self.asr_copies < 1:
+            raise DeidError("--max-epochs, --patience, --batch-size and --asr-copies must be >= 1")
+        if self.written_copies < 0:
+            raise DeidError("--written-copies must be >= 0")
         if not 0 < self.learn_rate < 1:
             raise DeidError("--learn-rate must be in (0, 1)")
         if not 0 <= self.dropout < 1:
@@ -544,6 +576,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--learn-rate", type=float, default=0.001, help="Adam learning rate (0.001)")
     p.add_argument("--written-copies", type=int, default=2, help="written-form copies per record (2)")
+    p.add_argument("--asr-copies", type=int, default=2,
+                   help="times each ASR-noised example is used per epoch (2)")
     p.add_argument("--max-train", type=int, default=8000, help="cap on training examples (8000)")
     return p
 
@@ -553,7 +587,8 @@ def run(args: argparse.Namespace) -> int:
     opts = TrainOptions(seed=args.seed, max_epochs=args.max_epochs, patience=args.patience,
                         batch_size=args.batch_size, dropout=args.dropout,
                         learn_rate=args.learn_rate,
-                        written_copies=args.written_copies, max_train=args.max_train)
+                        written_copies=args.written_copies, asr_copies=args.asr_copies,
+                        max_train=args.max_train)
     config_text = DEFAULT_CONFIG
     if args.config is not None:
         if not args.config.is_file():
@@ -572,7 +607,7 @@ def run(args: argparse.Namespace) -> int:
         train_asr = asr_examples(train_rows, args.asr_model, cache, log)
         dev_asr = asr_examples(dev_rows, args.asr_model, cache, log)
     rng = random.Random(opts.seed)
-    train_ex = build_examples(train_rows, rng, opts.written_copies, train_asr)
+    train_ex = build_examples(train_rows, rng, opts.written_copies, train_asr, opts.asr_copies)
     dev_ex = build_examples(dev_rows, random.Random(opts.seed + 1), 1, dev_asr)
     log(f"train: {len(train_ex)} examples, dev: {len(dev_ex)}")
     info = {"inputs": {"train": [str(p) for p in args.train], "dev": [str(p) for p in args.dev]},

@@ -45,6 +45,19 @@ def test_entity_the_asr_dropped_yields_nothing_and_others_survive():
     assert texts(hyp, got) == [("PHONE", "91234567")]
 
 
+def test_filler_before_a_comma_is_cut_off_where_word_times_are_loose():
+    hyp = Transcript.from_words([("number", 0.0, 0.4), ("is,", 0.4, 0.6), ("um,", 0.6, 1.3),
+                                 ("S1928032G.", 1.3, 3.0), ("You", 3.1, 3.3)])
+    got = T.project_entities([Span(0.9, 3.0, "NRIC")], hyp)
+    assert texts(hyp, got) == [("NRIC", "S1928032G")]
+
+
+def test_a_date_keeps_its_comma():
+    hyp = make_transcript("born on April 14, 2005 and")
+    got = T.project_entities([Span(1.0, 2.4, "DATE")], hyp)
+    assert texts(hyp, got) == [("DATE", "April 14, 2005")]
+
+
 def test_word_barely_touching_an_entity_is_left_out():
     hyp = make_transcript("the plate is SKB 1234 C ok")  # "is" at 1.0-1.4, "ok" at 3.0-3.4
     got = T.project_entities([Span(1.35, 2.95, "CAR_PLATE")], hyp)
