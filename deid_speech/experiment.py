@@ -44,13 +44,12 @@ import json
 import statistics
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deid_speech.audio import read_jsonl, write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.make_dataset import Arm, DatasetConfig
+from deid_speech.make_dataset import Arm, DatasetConfig, read_toml
 from deid_speech.types import LABELS
 
 SYSTEMS = ("cascade", "e2e")
@@ -69,13 +68,7 @@ class ExperimentConfig:
 
     @classmethod
     def load(cls, path: Path) -> "ExperimentConfig":
-        try:
-            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DeidError(f"{path}: no such config file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise DeidError(f"{path}: not valid TOML ({exc})") from None
-        return cls.from_dict(raw, Path(path).resolve().parent)
+        return cls.from_dict(read_toml(path), Path(path).resolve().parent)
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> "ExperimentConfig":

@@ -42,6 +42,16 @@ from deid_speech.errors import DeidError
 SPLITS = ("train", "dev", "test")
 
 
+def read_toml(path: Path) -> dict:
+    """A config file's TOML; a one-line DeidError when it is missing or not TOML."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DeidError(f"{path}: no such config file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DeidError(f"{path}: not valid TOML ({exc})") from None
+
+
 @dataclass(frozen=True)
 class Arm:
     strategy: str = "similar"
@@ -82,13 +92,7 @@ class DatasetConfig:
 
     @classmethod
     def load(cls, path: Path) -> "DatasetConfig":
-        try:
-            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DeidError(f"{path}: no such config file") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise DeidError(f"{path}: not valid TOML ({exc})") from None
-        return cls.from_dict(raw, Path(path).resolve().parent)
+        return cls.from_dict(read_toml(path), Path(path).resolve().parent)
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> "DatasetConfig":
