@@ -1,9 +1,11 @@
 """A spaCy NER trained on our nine labels (``deid-speech train ner``) as a cascade detector.
 
 It reads the Whisper transcript as written and reports every entity whose label is one
-of ours, at the trained model's confidence ``score`` (spaCy's NER gives no per-entity
-probability, so one score serves all; the merge step still prefers the pattern
-detectors' validated hits, which score higher).
+of ours, at one ``score`` for all (spaCy's NER gives no per-entity probability). The
+score (0.6) sits below the pattern detectors' shape and validated scores (0.75, 0.95), so
+where both find a region the merge step keeps their label, and the NER mainly adds what
+they missed. A number-like hit with fewer symbols than its label needs ("8502" as PHONE,
+"3 -5 -30" as BANK_ACCOUNT: times, seats and bus numbers) is not reported.
 """
 from __future__ import annotations
 
@@ -14,11 +16,27 @@ from deid_speech.ner.base import register, span_from_chars
 from deid_speech.ner.spacy_ner import load_spacy
 from deid_speech.types import LABELS, Span, Transcript
 
+# fewest digits/letters (read as the normalizer reads them) a hit of the label must hold
+MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK_ACCOUNT": 6,
+               "CAR_PLATE": 4}
+
+
+def symbol_count(text: str) -> int:
+    """Digits and spelled letters in ``text`` ("S -9 -7" -> 3, "four five" -> 2)."""
+    from deid_speech.spoken import normalize_tokens
+
+    return sum(len(sym.text) for _, _, sym in normalize_tokens(text.split()))
+
+
+def plausible(label: str, text: str) -> bool:
+    need = MIN_SYMBOLS.get(label)
+    return need is None or symbol_count(text) >= need
+
 
 class TrainedNerDetector:
     name = "ner"
 
-    def __init__(self, model: str | Path, score: float = 0.75):
+    def __init__(self, model: str | Path, score: float = 0.6):
         path = Path(model)
         if not (path / "meta.json").is_file():
             raise DeidError(f"{model}: not a trained NER folder (no meta.json); train one with "
@@ -31,7 +49,7 @@ class TrainedNerDetector:
     def detect(self, transcript: Transcript) -> list[Span]:
         out = []
         for ent in self.nlp(transcript.text).ents:
-            if ent.label_ in LABELS:
+            if ent.label_ in LABELS and plausible(ent.label_, ent.text):
                 s = span_from_chars(transcript, ent.start_char, ent.end_char, ent.label_, self.score, self.name)
                 if s is not None:
                     out.append(s)

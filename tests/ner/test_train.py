@@ -175,6 +175,18 @@ def test_training_end_to_end_saves_a_model_the_detector_loads(tmp_path):
     assert any(s.label == "PHONE" for s in spans), spans
 
 
+@pytest.mark.parametrize("label,text,ok", [
+    ("PHONE", "9123 4567", True), ("PHONE", "8502", False), ("BANK_ACCOUNT", "3 -5 -30", False),
+    ("NRIC", "S -9 -7", False), ("NRIC", "S8 538 609", True), ("CAR_PLATE", "F -12", False),
+    ("CAR_PLATE", "SJ -S8, 4, 8, C", True), ("CREDIT_CARD", "four five and one", False),
+    ("PERSON", "Tan", True), ("EMAIL", "tan at gmail dot com", True),
+])
+def test_number_like_hits_too_short_for_their_label_are_not_reported(label, text, ok):
+    from deid_speech.ner.trained import plausible
+
+    assert plausible(label, text) is ok
+
+
 def test_detector_refuses_a_folder_without_a_model(tmp_path):
     from deid_speech.ner.trained import TrainedNerDetector
 
