@@ -39,14 +39,18 @@ class E2EOptions:
     window_s: float = 27.0
     batch_size: int = 4
     max_new_tokens: int = 220
-    threads: int | None = None  # torch threads (default: torch's own choice)
-    quantize: bool = False  # int8 dynamic quantisation of the Linear layers (CPU)
+    threads: int | None = None  # torch / CTranslate2 threads (default: their own choice)
+    backend: str = "auto"  # ct2 (the model's ct2/ copy, int8) | hf | auto (ct2 when there is a copy)
+    compute_type: str = "int8"  # CTranslate2 compute type
+    quantize: bool = False  # hf backend: int8 dynamic quantisation of the Linear layers
 
     def __post_init__(self) -> None:
         if not 5 <= self.window_s <= 30:
             raise ValueError("window_s must be between 5 and 30 seconds")
         if self.batch_size < 1 or self.max_new_tokens < 1:
             raise ValueError("batch_size and max_new_tokens must be >= 1")
+        if self.backend not in ("auto", "ct2", "hf"):
+            raise ValueError("backend must be auto, ct2 or hf")
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,33 @@ def generate_tagged(model: Any, processor: Any, clips: list[np.ndarray], max_new
     return out
 
 
+class Ct2Decoder:
+    """Greedy tagged decoding with CTranslate2 directly (not faster-whisper, whose text
+    and segment code treat every id at or above end-of-text as a timestamp or drop it,
+    so tags would vanish or corrupt the segment times)."""
+
+    def __init__(self, folder: Path, processor: Any, compute_type: str = "int8", threads: int | None = None):
+        import ctranslate2
+
+        self.model = ctranslate2.models.Whisper(str(folder), device="cpu", compute_type=compute_type,
+                                                intra_threads=threads or 0)
+        self.processor = processor
+        tok = processor.tokenizer
+        self.prompt = [tok.convert_tokens_to_ids(t) for t in ("<|startoftranscript|>", "<|notimestamps|>")]
+
+    def generate(self, clips: list[np.ndarray], max_new_tokens: int = 220) -> list[str]:
+        import ctranslate2
+
+        from deid_speech.e2e.tokens import decode_tagged
+
+        feats = self.processor.feature_extractor(list(clips), sampling_rate=MODEL_RATE,
+                                                 return_tensors="np").input_features
+        sv = ctranslate2.StorageView.from_array(np.ascontiguousarray(feats, dtype=np.float32))
+        res = self.model.generate(sv, [self.prompt] * len(clips), beam_size=1,
+                                  max_length=max_new_tokens + len(self.prompt))
+        return [decode_tagged(self.processor.tokenizer, r.sequences_ids[0]) for r in res]
+
+
 def pauses_in(tr: Transcript, min_gap: float = PAUSE_S) -> list[int]:
     """Character offsets of words that follow a silence of at least ``min_gap`` seconds."""
     return [w.char_start for prev, w in zip(tr.words, tr.words[1:]) if w.start - prev.end >= min_gap]
@@ -196,11 +227,21 @@ class E2ETagger:
             import torch
 
             torch.set_num_threads(options.threads)
+        self.ct2: Ct2Decoder | None = None
         if model is None:
-            model, processor = load_model(options.model, options.device)
-        if options.quantize:
+            folder = check_model_dir(options.model)
+            if options.backend in ("auto", "ct2") and options.device == "cpu" and (folder / "ct2" / "model.bin").is_file():
+                from transformers import WhisperProcessor
+
+                processor = WhisperProcessor.from_pretrained(str(folder))
+                self.ct2 = Ct2Decoder(folder / "ct2", processor, options.compute_type, options.threads)
+            elif options.backend == "ct2":
+                raise DeidError(f"--model {folder}: no CTranslate2 copy (ct2/model.bin) for the ct2 backend")
+            else:
+                model, processor = load_model(folder, options.device)
+        if model is not None and options.quantize:
             model = quantize_int8(model)
-        self.model, self.processor = model.eval(), processor
+        self.model, self.processor = (model.eval() if model is not None else None), processor
         self.name = f"e2e:{options.model}"
         self._aligner = None
         self._last: tuple[Transcript, list[Span]] | None = None
@@ -222,7 +263,8 @@ class E2ETagger:
         for i in range(0, len(jobs), step):
             part = jobs[i:i + step]
             clips = [audios[k][int(a * MODEL_RATE): int(b * MODEL_RATE)] for k, a, b in part]
-            texts = generate_tagged(self.model, self.processor, clips, self.options.max_new_tokens, step)
+            texts = (self.ct2.generate(clips, self.options.max_new_tokens) if self.ct2 is not None else
+                     generate_tagged(self.model, self.processor, clips, self.options.max_new_tokens, step))
             for (k, a, b), t in zip(part, texts):
                 out[k].append(Window(a, b, t))
             if progress:

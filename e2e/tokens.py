@@ -1,12 +1,14 @@
 """The entity tags as special tokens of the Whisper tokenizer.
 
 ``[PERSON]`` ... ``[DATE]`` (one per label of :data:`deid_speech.types.LABELS`) are added
-as special tokens, one id each, by the shared trainer's ``add_tokens``. A new embedding row starts as the mean of the embeddings of the
-tag's word pieces (``[CAR_PLATE]``: `` car``, `` plate``, ``CAR``, ``_``, ``PL``...), so the
-decoder starts from a meaningful place rather than from noise.
+as special tokens, one id each, by the shared trainer's ``add_tokens``. A new embedding
+row starts as the mean of the embeddings of the tag's word pieces (``[CAR_PLATE]``:
+`` car``, `` plate``, ``CAR``, ``_``, ``PL``...), so the decoder starts from a meaningful
+place rather than from noise.
 
 Targets are a manifest record's ``tagged`` field with whitespace normalised
-(:func:`target_text`); :func:`decode_tagged` turns generated ids back into that form.
+(:func:`target_text`); :func:`decode_tagged` turns generated ids back into the
+canonical tagged form (:func:`normalize_tagged`).
 """
 from __future__ import annotations
 

@@ -128,3 +128,48 @@ def test_redactor_uses_the_tagger_as_asr_and_detector():
     res = r.redact(audio)
     assert [s.label for s in res.spans] == ["PHONE"]
     assert "nine" not in res.redacted_transcript and "PHONE" in res.redacted_transcript
+
+
+@pytest.fixture(scope="module")
+def untrained_e2e_dir(tmp_path_factory):
+    """tiny.en with the nine tags added but not trained (plumbing tests), HF + ct2."""
+    from deid_speech.asr.finetune import export_ct2, load_base
+    from deid_speech.e2e.tokens import add_tags_to_model
+
+    out = tmp_path_factory.mktemp("e2e-untrained")
+    model, processor = load_base("tiny.en")
+    add_tags_to_model(model, processor)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    export_ct2(out, out / "ct2", "int8")
+    return out
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend", ["ct2", "hf"])
+def test_untrained_tags_leave_a_sane_timed_transcript_of_the_example(untrained_e2e_dir, backend):
+    from deid_speech.audio import load
+    from deid_speech.e2e.infer import E2EOptions, E2ETagger
+
+    audio = load(CALL).mono16k()
+    tagger = E2ETagger(E2EOptions(model=str(untrained_e2e_dir), backend=backend, batch_size=3))
+    assert (tagger.ct2 is not None) == (backend == "ct2")
+    tr, spans = tagger.run(audio)
+    assert spans == []  # the tags were never trained: the model does not write them
+    assert "Jason" in tr.text and "Rachel" in tr.text and "[" not in tr.text
+    starts = [w.start for w in tr.words]
+    assert starts == sorted(starts) and all(0 <= w.start <= w.end <= len(audio) / 16000 + 0.01 for w in tr.words)
+    jason = next(w for w in tr.words if w.text.startswith("Jason"))
+    assert 13.5 < jason.start < 15.6  # the truth: "Jason Lim" spoken 14.47-15.51 s
+    assert len(tr.segments) >= 3  # 72 s in windows of at most 27 s
+
+
+@pytest.mark.model
+def test_redact_e2e_writes_the_cascade_json_format(untrained_e2e_dir, tmp_path):
+    from deid_speech.cli import main
+
+    assert main(["redact", "--system", "e2e", "--model", str(untrained_e2e_dir), str(CALL),
+                 "--out-dir", str(tmp_path)]) == 0
+    d = json.loads((tmp_path / "call.redacted.json").read_text())
+    assert d["system"] == "e2e" and d["words"] and (tmp_path / "call.redacted.wav").is_file()
+    assert {"spans", "transcript", "redacted_transcript", "uncovered_speech", "words", "asr_model"} <= set(d)
