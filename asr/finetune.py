@@ -29,6 +29,16 @@ What ``finetune`` does, in order:
 * ``OUT/training.json``: steps, losses, dev scores, wall time, hardware, options, data sizes;
   with ``ct2`` also ``OUT/ct2/`` (CTranslate2, for faster-whisper; :func:`export_ct2`).
 
+Added special tokens and the exported CTranslate2 model (checked with ctranslate2 4.8.5 and
+faster-whisper 1.2.1): the tokens are in ``OUT/ct2/vocabulary.json`` and ``tokenizer.json``
+after the timestamp tokens (tiny.en: ids 51864, 51865, ...); CTranslate2 still treats tiny.en
++ tags as English-only (``lang_ids`` is empty). But faster-whisper's ``Tokenizer.decode``
+keeps only ids below ``<|endoftext|>`` (50256), so tags vanish from its segment text and
+words, and in its default timestamp mode every id >= ``<|notimestamps|>`` + 1 counts as a
+timestamp, so a tag would split segments at a bogus "30.00 s". To read tags, decode with
+``without_timestamps=True`` and the HF tokenizer (``model.hf_tokenizer.decode(ids)``), or call
+``model.model.generate`` (CTranslate2) directly.
+
 Only ``argparse``-level code runs at import: torch and transformers load inside functions.
 """
 from __future__ import annotations
@@ -43,7 +53,7 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -77,6 +87,7 @@ class FinetuneOptions:
     eval_every: int = 100  # optimizer steps
     patience: int = 3  # evaluations without improvement before stopping (0: never stop early)
     freeze_encoder: bool = False
+    cache_encoder_gb: float = 4.0  # frozen encoder: keep its outputs in memory up to this size (0: never)
     resume: bool = True
     ct2: bool = True  # also write OUT/ct2/
     ct2_quantization: str = "float16"  # float16 | int8 | int8_float16 | float32
@@ -87,6 +98,7 @@ class FinetuneOptions:
     max_label_tokens: int = 440  # longer targets are skipped (Whisper's decoder holds 448)
     leading_space: bool = True  # Whisper's transcripts start with a space (" Hello")
     keep_checkpoint: bool = True  # keep OUT/checkpoint after training (lets a rerun extend it)
+    log_every: int = 10  # print the mean training loss every N optimizer steps to stderr (0: never)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -278,22 +290,25 @@ def features(processor, clips: Sequence[np.ndarray]):
 
 def transcribe_hf(model, processor, records: Sequence[dict], batch_size: int = 8,
                   audio: Callable[[str], np.ndarray] = load_audio, max_new_tokens: int = 200,
-                  skip_special_tokens: bool = True) -> list[str]:
-    """Greedy transcripts of ``records`` (their ``audio``) with an HF Whisper model."""
+                  skip_special_tokens: bool = True, encoder: "EncoderCache | None" = None) -> list[str]:
+    """Greedy transcripts of ``records`` (their ``audio``) with an HF Whisper model
+    (:func:`greedy_decode`); ``encoder`` (a frozen encoder's cached outputs) skips the encoder."""
     import torch
 
     was_training = model.training
     model.eval()
     dev = next(model.parameters()).device
-    kwargs = {"language": "en", "task": "transcribe"} if is_multilingual(model) else {}
     out: list[str] = []
     try:
         for i in range(0, len(records), batch_size):
-            feats = features(processor, [audio(r["audio"])[: int(MAX_AUDIO_S * MODEL_RATE)]
-                                         for r in records[i:i + batch_size]]).to(dev)
-            with torch.no_grad(), _autocast(dev):
-                ids = model.generate(input_features=feats, max_new_tokens=max_new_tokens, num_beams=1,
-                                     do_sample=False, **kwargs)
+            batch = records[i:i + batch_size]
+            if encoder is not None:
+                enc = encoder(batch)
+            else:
+                feats = features(processor, [audio(r["audio"])[: int(MAX_AUDIO_S * MODEL_RATE)] for r in batch])
+                with torch.no_grad(), _autocast(dev):
+                    enc = model.model.encoder(feats.to(dev)).last_hidden_state
+            ids = greedy_decode(model, processor, enc, max_new_tokens)
             out.extend(t.strip() for t in processor.tokenizer.batch_decode(
                 ids, skip_special_tokens=skip_special_tokens))
     finally:
@@ -301,13 +316,95 @@ def transcribe_hf(model, processor, records: Sequence[dict], batch_size: int = 8
     return out
 
 
+def greedy_decode(model, processor, encoder_states, max_new_tokens: int = 200) -> list[list[int]]:
+    """Greedy decoding from encoder states ``(batch, frames, d_model)``: the tokenizer's
+    prefix (``<|startoftranscript|>`` ... ``<|notimestamps|>``), then argmax tokens until
+    end-of-text, with Whisper's suppressed tokens (``suppress_tokens``, ``begin_suppress_tokens``
+    at the first step, timestamp tokens) masked. Returns the new tokens of each row, without
+    end-of-text. Much faster than ``generate`` on CPU (its logits processors dominate there)
+    and the same tokens (checked in the tests)."""
+    import torch
+
+    tok, gen = processor.tokenizer, model.generation_config
+    dev = encoder_states.device
+    prefix = list(tok.prefix_tokens)
+    eot = tok.convert_tokens_to_ids("<|endoftext|>")
+    vocab = model.get_output_embeddings().weight.shape[0]
+    suppress = set(gen.suppress_tokens or [])
+    nts = getattr(gen, "no_timestamps_token_id", None) or tok.convert_tokens_to_ids("<|notimestamps|>")
+    suppress.update(range(nts + 1, min(nts + 1502, vocab)))  # <|0.00|> ... <|30.00|>
+    suppress.update(prefix)
+    suppress_t = torch.tensor(sorted(i for i in suppress if 0 <= i < vocab), device=dev, dtype=torch.long)
+    begin_t = torch.tensor([i for i in (gen.begin_suppress_tokens or []) if 0 <= i < vocab],
+                           device=dev, dtype=torch.long)
+    n = encoder_states.shape[0]
+    cur = torch.tensor([prefix] * n, device=dev, dtype=torch.long)
+    done = torch.zeros(n, dtype=torch.bool, device=dev)
+    past, steps = None, []
+    with torch.no_grad(), _autocast(dev):
+        for step in range(max_new_tokens):
+            o = model(encoder_outputs=(encoder_states,), decoder_input_ids=cur, past_key_values=past, use_cache=True)
+            past = o.past_key_values
+            logits = o.logits[:, -1].float()
+            logits[:, suppress_t] = -float("inf")
+            if step == 0 and begin_t.numel():
+                logits[:, begin_t] = -float("inf")
+            nxt = logits.argmax(-1)
+            nxt = torch.where(done, torch.full_like(nxt, eot), nxt)
+            steps.append(nxt)
+            done |= nxt == eot
+            if bool(done.all()):
+                break
+            cur = nxt[:, None]
+    rows = torch.stack(steps, 1).tolist() if steps else [[] for _ in range(n)]
+    return [r[:r.index(eot)] if eot in r else r for r in rows]
+
+
 def wer_score(model, processor, records: list[dict], batch_size: int = 8,
-              audio: Callable[[str], np.ndarray] = load_audio) -> float:
+              audio: Callable[[str], np.ndarray] = load_audio, encoder: "EncoderCache | None" = None) -> float:
     """Minus the corpus WER of greedy transcripts against ``record["text"]`` (higher is better)."""
     from deid_speech.eval.text import wer
 
-    hyps = transcribe_hf(model, processor, records, batch_size, audio)
+    hyps = transcribe_hf(model, processor, records, batch_size, audio, encoder=encoder)
     return -wer([r["text"] for r in records], hyps)
+
+
+class EncoderCache:
+    """Outputs of a frozen encoder per record id, computed once (``keep``) or on every call."""
+
+    def __init__(self, model, processor, audio: Callable[[str], np.ndarray], keep: bool, batch_size: int = 8):
+        self.model, self.processor, self.audio, self.keep, self.batch_size = model, processor, audio, keep, batch_size
+        self._d: dict[str, Any] = {}
+
+    def _encode(self, records: Sequence[dict]):
+        import torch
+
+        dev = next(self.model.parameters()).device
+        feats = features(self.processor, [self.audio(r["audio"])[: int(MAX_AUDIO_S * MODEL_RATE)]
+                                          for r in records]).to(dev)
+        with torch.no_grad(), _autocast(dev):
+            return self.model.model.encoder(feats).last_hidden_state.float()
+
+    def fill(self, records: Sequence[dict], progress: Callable[[int, int], None] | None = None) -> None:
+        todo = [r for r in records if r["id"] not in self._d]
+        if not self.keep:
+            return
+        for i in range(0, len(todo), self.batch_size):
+            batch = todo[i:i + self.batch_size]
+            for r, h in zip(batch, self._encode(batch)):
+                self._d[r["id"]] = h.clone()
+            if progress:
+                progress(min(i + self.batch_size, len(todo)), len(todo))
+
+    def __call__(self, records: Sequence[dict]):
+        import torch
+
+        if not self.keep:
+            return self._encode(records)
+        missing = [r for r in records if r["id"] not in self._d]
+        if missing:
+            self.fill(missing)
+        return torch.stack([self._d[r["id"]] for r in records])
 
 
 def _autocast(dev):
@@ -336,21 +433,24 @@ def epoch_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int
     return batches
 
 
-def _collate(processor, items: list[tuple[np.ndarray, list[int]]], dev):
+def _pad_labels(seqs: Sequence[Sequence[int]], dev):
     import torch
 
-    feats = features(processor, [a for a, _ in items])
-    n = max(len(ids) for _, ids in items)
-    labels = torch.full((len(items), n), -100, dtype=torch.long)
-    for i, (_, ids) in enumerate(items):
+    labels = torch.full((len(seqs), max(map(len, seqs))), -100, dtype=torch.long)
+    for i, ids in enumerate(seqs):
         labels[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return feats.to(dev), labels.to(dev)
+    return labels.to(dev)
+
+
+def _collate(processor, items: list[tuple[np.ndarray, list[int]]], dev):
+    feats = features(processor, [a[: int(MAX_AUDIO_S * MODEL_RATE)] for a, _ in items])
+    return feats.to(dev), _pad_labels([ids for _, ids in items], dev)
 
 
 # ----------------------------------------------------------------------------- checkpoints
 def _fingerprint(opts: FinetuneOptions, n_train: int, extra: Sequence[str]) -> dict:
     return {"base": opts.base, "extra_tokens": list(extra), "n_train": n_train, "seed": opts.seed,
-            "batch_size": opts.batch_size, "grad_accum": opts.grad_accum}
+            "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "freeze_encoder": opts.freeze_encoder}
 
 
 def _save_checkpoint(folder: Path, state: dict) -> None:
@@ -467,7 +567,13 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     train, train_labels, skipped_train = prepare(train, "training")
     dev, _, skipped_dev = prepare(dev, "dev")
     audio = _AudioCache()
-    score_fn = dev_score or (lambda m, p, recs: wer_score(m, p, recs, opts.eval_batch_size, audio))
+    encoder = None
+    if opts.freeze_encoder:  # the encoder's outputs never change: compute them once if they fit
+        d_model, n_ctx = int(model.config.d_model), int(model.config.max_source_positions)
+        need_gb = (len(train) + len(dev)) * n_ctx * d_model * 4 / 1e9
+        encoder = EncoderCache(model, processor, audio, keep=need_gb <= opts.cache_encoder_gb,
+                               batch_size=opts.eval_batch_size)
+    score_fn = dev_score or (lambda m, p, recs: wer_score(m, p, recs, opts.eval_batch_size, audio, encoder))
 
     n_batches = math.ceil(len(train) / opts.batch_size)
     steps_per_epoch = math.ceil(n_batches / opts.grad_accum)
@@ -531,11 +637,18 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
               + (f", train loss {entry['train_loss']:.4f}" if entry["train_loss"] is not None else "")
               + (" (best)" if entry.get("best") else ""), file=sys.stderr)
 
+    cache_s = None
+    if encoder is not None and encoder.keep and st["step"] < total_steps:
+        t0 = time.perf_counter()
+        print(f"encoding {len(train) + len(dev)} clips once (frozen encoder)", file=sys.stderr)
+        encoder.fill(dev + train)
+        cache_s = round(time.perf_counter() - t0, 1)
     if opts.eval_at_start and not st["evals"]:
         evaluate()
     model.train()
     if progress:
         progress(st["step"], total_steps)
+    t_log = time.perf_counter()
     while st["step"] < total_steps and not st["stopped_early"]:
         batches = epoch_batches([len(x) for x in train_labels], opts.batch_size, opts.seed, st["epoch"])
         optimizer.zero_grad(set_to_none=True)
@@ -543,9 +656,14 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         while st["batch"] < len(batches):
             b = batches[st["batch"]]
             last_in_epoch = st["batch"] == len(batches) - 1
-            feats, labels = _collate(processor, [(audio(train[i]["audio"]), train_labels[i]) for i in b], devc)
-            with _autocast(devc):
-                loss = model(input_features=feats, labels=labels).loss
+            if encoder is not None:
+                labels = _pad_labels([train_labels[i] for i in b], devc)
+                with _autocast(devc):
+                    loss = model(encoder_outputs=(encoder([train[i] for i in b]),), labels=labels).loss
+            else:
+                feats, labels = _collate(processor, [(audio(train[i]["audio"]), train_labels[i]) for i in b], devc)
+                with _autocast(devc):
+                    loss = model(input_features=feats, labels=labels).loss
             (loss / opts.grad_accum).backward()
             acc_loss += float(loss.detach())
             acc_n += 1
@@ -562,9 +680,15 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
             acc_loss, acc_n = 0.0, 0
             if progress:
                 progress(st["step"], total_steps)
+            if opts.log_every and st["step"] % opts.log_every == 0:
+                last = [l for _, l in st["losses"][-opts.log_every:]]
+                print(f"step {st['step']}/{total_steps}: train loss {sum(last) / len(last):.4f} "
+                      f"({(time.perf_counter() - t_log) / opts.log_every:.1f} s/step)", file=sys.stderr)
+                t_log = time.perf_counter()
             if st["step"] % opts.eval_every == 0 or st["step"] >= total_steps:
                 evaluate()
                 model.train()
+                t_log = time.perf_counter()  # s/step excludes evaluation
             if st["step"] >= total_steps or st["stopped_early"]:
                 break
         if st["batch"] >= len(batches):
@@ -594,6 +718,7 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
                  "train_label_tokens": sum(map(len, train_labels))},
         "extra_tokens": list(extra_tokens), "added_tokens": added,
         "vocab_size": int(model.config.vocab_size), "ct2": ct2_info,
+        "encoder_cache": None if encoder is None else {"kept": encoder.keep, "fill_s": cache_s},
     }
     from deid_speech.audio import write_text_atomic
 

@@ -314,3 +314,19 @@ def test_tiny_en_fine_tune_exports_to_ct2_and_transcribes(speech_manifest: Path,
     for model in (out / "ct2", out):  # the CT2 copy, and the HF folder (converted on use)
         text = Transcriber(AsrOptions(model=str(model), beam_size=1)).transcribe(audio).text
         assert "John" in text, text
+
+
+def test_frozen_encoder_is_cached_and_not_trained(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    recs = load_records(manifest)
+    out = tmp_path / "frozen"
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=4, freeze_encoder=True, eval_at_start=True))
+    assert s["encoder_cache"]["kept"] and s["steps"] == 4
+    assert s["train_losses"][-1][1] < s["train_losses"][0][1]
+    before, after = load_file(str(random_base / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    enc = [k for k in before if ".encoder." in k]
+    assert enc and all(torch.equal(before[k], after[k]) for k in enc)
+    assert not all(torch.equal(before[k], after[k]) for k in before if ".decoder.layers" in k)
+    assert len(s["evals"]) == 2 and all(e["dev_score"] <= 0 for e in s["evals"])  # default score: -WER
