@@ -161,11 +161,6 @@ def _groups(digits: str, sizes: Sequence[int]) -> list[str]:
     return [x for x in out if x]
 
 
-def _dashed(s: str) -> str:
-    """Whisper's spelling of a letter/digit string read one by one: "S -1 -2 -3 -D"."""
-    return " -".join(c for c in s if c != " ")
-
-
 def _pick(rng: random.Random, options: list[tuple[float, str]]) -> str:
     return rng.choices([o for _, o in options], weights=[w for w, _ in options])[0]
 
@@ -181,28 +176,26 @@ def written_value(label: str, rng: random.Random) -> str:
         return name.lower() if rng.random() < 0.1 else name
     if label in ("NRIC", "PASSPORT_NUM"):
         v = V.gen_nric(rng) if label == "NRIC" else V.gen_passport(rng)
-        return _pick(rng, [(5, v), (2, f"{v[0]} {v[1:-1]} {v[-1]}"), (1.5, _spaced(v)), (2, _dashed(v)),
-                           (1, f"{v[0]} -{v[1:-1]}{v[-1]}"), (1, f"{v[0]}{v[1:4]} {v[4:-1]}{v[-1]}")])
+        return _pick(rng, [(5, v), (2, f"{v[0]} {v[1:-1]} {v[-1]}"), (1.5, _spaced(v)),
+                           (1, "-".join(v)), (1, f"{v[0]}{v[1:4]} {v[4:-1]}{v[-1]}")])
     if label == "PHONE":
         v = V.gen_phone(rng)
-        form = _pick(rng, [(4, f"{v[:4]} {v[4:]}"), (2.5, v), (1.5, f"{v[:4]}-{v[4:]}"), (1, _spaced(v)),
-                           (1.5, _dashed(v))])
+        form = _pick(rng, [(4, f"{v[:4]} {v[4:]}"), (2.5, v), (1.5, f"{v[:4]}-{v[4:]}"), (1, _spaced(v))])
         return ("+65 " + form) if rng.random() < 0.12 else form
     if label == "CREDIT_CARD":
         v = V.gen_card(rng)
         sizes = (4, 6, 5) if len(v) == 15 else (4,) * 5
         g = _groups(v, sizes)
-        return _pick(rng, [(5, " ".join(g)), (2, v), (2, "-".join(g)), (1, _spaced(v)), (1, _dashed(v))])
+        return _pick(rng, [(5, " ".join(g)), (2, v), (2, "-".join(g)), (1, _spaced(v))])
     if label == "BANK_ACCOUNT":
         v, bank = V.gen_bank_account(rng)
         g = _groups(v, BANK_ACCOUNT_FORMATS[bank])
-        return _pick(rng, [(4, "-".join(g)), (3, v), (3, " ".join(g)), (1, _spaced(v)), (1.5, _dashed(v))])
+        return _pick(rng, [(4, "-".join(g)), (3, v), (3, " ".join(g)), (1, _spaced(v))])
     if label == "CAR_PLATE":
         v = V.gen_plate(rng)
         m = re.fullmatch(r"([A-Z]+)(\d+)([A-Z])", v)
         a, d, c = m.groups() if m else (v, "", "")
-        return _pick(rng, [(4, v), (3, f"{a} {d} {c}"), (1.5, f"{a} {d}{c}"), (1.5, _spaced(v)),
-                           (1.5, _dashed(v)), (1, f"{a} -{d}{c}")])
+        return _pick(rng, [(4, v), (3, f"{a} {d} {c}"), (1.5, f"{a} {d}{c}"), (1.5, _spaced(v))])
     if label == "EMAIL":
         v = V.gen_email(rng, V.gen_person(rng) if rng.random() < 0.5 else None)
         local, _, domain = v.partition("@")
@@ -221,10 +214,9 @@ def written_value(label: str, rng: random.Random) -> str:
     raise ValueError(f"unknown label {label!r}")
 
 
-def written_context(text: str, rng: random.Random | None = None) -> str:
+def written_context(text: str) -> str:
     """Spoken digit runs of two or more words in non-PII text as digits ("queue number two
-    three five" -> "queue number 235", or with ``rng`` sometimes "2 -3 -5"), the way Whisper
-    writes them."""
+    three five" -> "queue number 235"), the way Whisper writes them."""
     from deid_speech.spoken import WEAK_WORDS, clean_token, normalize_tokens
 
     core = text.strip()
@@ -237,8 +229,7 @@ def written_context(text: str, rng: random.Random | None = None) -> str:
         homophone = any(clean_token(t) in WEAK_WORDS - {"oh"} for t in tokens[first:last + 1])
         if last > first and sym.text.isdigit() and not homophone:
             tail = tokens[last][len(tokens[last].rstrip(_PUNCT)):]
-            digits = _dashed(sym.text) if rng is not None and rng.random() < 0.3 else sym.text
-            out[first] = digits + tail
+            out[first] = sym.text + tail
             for k in range(first + 1, last + 1):
                 out[k] = ""
     return lead + " ".join(t for t in out if t) + trail
@@ -254,7 +245,7 @@ def written_copy(ex: TextExample, rng: random.Random, keep_spoken: float = 0.2) 
         if e.char_start < pos:
             continue  # overlapping entity: skip
         before = ex.text[pos:e.char_start]
-        before = written_context(before, rng) if rng.random() < 0.7 else before
+        before = written_context(before) if rng.random() < 0.7 else before
         value = ex.text[e.char_start:e.char_end] if rng.random() < keep_spoken else written_value(e.label, rng)
         pieces.append(before)
         length += len(before)
@@ -263,7 +254,7 @@ def written_copy(ex: TextExample, rng: random.Random, keep_spoken: float = 0.2) 
         length += len(value)
         pos = e.char_end
     rest = ex.text[pos:]
-    pieces.append(written_context(rest, rng) if rng.random() < 0.7 else rest)
+    pieces.append(written_context(rest) if rng.random() < 0.7 else rest)
     text = "".join(pieces)
     if text and text[0].islower() and rng.random() < 0.8 and not (ents and ents[0].char_start == 0
                                                                    and ex.text[:1].isupper()):
@@ -477,7 +468,7 @@ def evaluate_text(model: str | Path, examples: Sequence[TextExample]) -> dict:
 class TrainOptions:
     seed: int = 0
     max_epochs: int = 30
-    patience: int = 5
+    patience: int = 8
     batch_size: int = 32
     dropout: float = 0.2
     learn_rate: float = 0.001
@@ -552,6 +543,7 @@ def train(train_ex: list[TextExample], dev_ex: list[TextExample], out: Path, opt
                  "dev": {"examples": len(dev_ex), **kinds(dev_ex),
                          "entities": sum(len(x.entities) for x in dev_ex)}},
         "best_epoch": best_epoch, "best_dev": epochs[best_epoch - 1]["dev"],
+        "best_score": best, "best_step": best_epoch,  # the names `deid-speech experiment` reads
         "dev_examples": "dev_examples.jsonl",
         "epochs": epochs, "wall_s": round(time.time() - t0, 1),
         "spacy": spacy.__version__,
@@ -580,7 +572,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--asr-cache", type=Path, default=None,
                    help="transcript cache (default: out/cache/ner-asr-MODEL.jsonl)")
     p.add_argument("--max-epochs", type=int, default=30)
-    p.add_argument("--patience", type=int, default=5)
+    p.add_argument("--patience", type=int, default=8, help="epochs without a dev gain before stopping (8)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--learn-rate", type=float, default=0.001, help="Adam learning rate (0.001)")
