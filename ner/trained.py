@@ -5,7 +5,8 @@ of ours, at one ``score`` for all (spaCy's NER gives no per-entity probability).
 score (0.6) sits below the pattern detectors' shape and validated scores (0.75, 0.95), so
 where both find a region the merge step keeps their label, and the NER mainly adds what
 they missed. A number-like hit with fewer symbols than its label needs ("8502" as PHONE,
-"3 -5 -30" as BANK_ACCOUNT: times, seats and bus numbers) is not reported.
+"3 -5 -30" as BANK_ACCOUNT: times, seats and bus numbers) is not reported, nor a PERSON
+holding a word that is no name in call-centre speech ("Merlin Bank").
 """
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ def symbol_count(text: str) -> int:
 
 
 def plausible(label: str, text: str) -> bool:
+    """Enough symbols for a number-like label; a PERSON without words that are not names
+    in call-centre speech ("Merlin Bank", "okay", the lists of the spaCy detector)."""
+    if label == "PERSON":
+        from deid_speech.ner.spacy_ner import NOT_NAME_WORDS, NOT_NAMES
+
+        words = [w.strip(".,!?;:'\"").lower() for w in text.split()]
+        return not any(w in NOT_NAME_WORDS for w in words) and not all(w in NOT_NAMES for w in words)
     need = MIN_SYMBOLS.get(label)
     return need is None or symbol_count(text) >= need
 

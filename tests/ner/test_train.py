@@ -180,6 +180,7 @@ def test_training_end_to_end_saves_a_model_the_detector_loads(tmp_path):
     ("NRIC", "S -9 -7", False), ("NRIC", "S8 538 609", True), ("CAR_PLATE", "F -12", False),
     ("CAR_PLATE", "SJ -S8, 4, 8, C", True), ("CREDIT_CARD", "four five and one", False),
     ("PERSON", "Tan", True), ("EMAIL", "tan at gmail dot com", True),
+    ("PERSON", "Merlin Bank", False), ("PERSON", "okay", False), ("PERSON", "Irf and Ben", True),
 ])
 def test_number_like_hits_too_short_for_their_label_are_not_reported(label, text, ok):
     from deid_speech.ner.trained import plausible
