@@ -93,6 +93,7 @@ class FinetuneOptions:
     ct2_quantization: str = "float16"  # float16 | int8 | int8_float16 | float32
     eval_at_start: bool = True  # score the base model at step 0
     eval_batch_size: int = 8
+    eval_max_new_tokens: int = 200  # greedy decoding length cap for the default dev WER
     max_grad_norm: float = 1.0
     threads: int = 2  # torch threads on CPU
     max_label_tokens: int = 440  # longer targets are skipped (Whisper's decoder holds 448)
@@ -361,11 +362,12 @@ def greedy_decode(model, processor, encoder_states, max_new_tokens: int = 200) -
 
 
 def wer_score(model, processor, records: list[dict], batch_size: int = 8,
-              audio: Callable[[str], np.ndarray] = load_audio, encoder: "EncoderCache | None" = None) -> float:
+              audio: Callable[[str], np.ndarray] = load_audio, encoder: "EncoderCache | None" = None,
+              max_new_tokens: int = 200) -> float:
     """Minus the corpus WER of greedy transcripts against ``record["text"]`` (higher is better)."""
     from deid_speech.eval.text import wer
 
-    hyps = transcribe_hf(model, processor, records, batch_size, audio, encoder=encoder)
+    hyps = transcribe_hf(model, processor, records, batch_size, audio, max_new_tokens, encoder=encoder)
     return -wer([r["text"] for r in records], hyps)
 
 
@@ -573,7 +575,8 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         need_gb = (len(train) + len(dev)) * n_ctx * d_model * 4 / 1e9
         encoder = EncoderCache(model, processor, audio, keep=need_gb <= opts.cache_encoder_gb,
                                batch_size=opts.eval_batch_size)
-    score_fn = dev_score or (lambda m, p, recs: wer_score(m, p, recs, opts.eval_batch_size, audio, encoder))
+    score_fn = dev_score or (lambda m, p, recs: wer_score(m, p, recs, opts.eval_batch_size, audio, encoder,
+                                                          opts.eval_max_new_tokens))
 
     n_batches = math.ceil(len(train) / opts.batch_size)
     steps_per_epoch = math.ceil(n_batches / opts.grad_accum)
