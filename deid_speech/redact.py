@@ -1,7 +1,8 @@
 """Redaction operators: audio (beep, silence) and text (numbered typed placeholders).
 
 Detection is elsewhere; this module only acts on Spans. A span whose timing looks
-implausible (too short for what was said) is widened to its ASR segment, never dropped.
+implausible (too short for what was said) is widened to the plausibly timed words around
+it, within its ASR segment, never dropped.
 """
 from __future__ import annotations
 
@@ -34,9 +35,9 @@ class RedactOptions:
 
 
 def place_spans(spans: list[Span], transcript: Transcript) -> list[Span]:
-    """Widen spans whose time is implausibly short for their text to the ASR segment(s)
-    they touch (or, failing that, by the shortfall on both sides), then let every span
-    reach across the pauses to its neighbouring words (:func:`reach_gaps`)."""
+    """Widen spans whose time is implausibly short for their text (:func:`_widen_short`),
+    then let every span reach across the pauses to its neighbouring words
+    (:func:`reach_gaps`)."""
     return reach_gaps(_widen_short(spans, transcript), transcript)
 
 
@@ -59,23 +60,37 @@ def reach_gaps(spans: list[Span], transcript: Transcript, max_reach: float = GAP
     return out
 
 
+def _needed(text: str) -> float:
+    """The least time ``text`` takes to say (see MIN_SECONDS_PER_CHAR)."""
+    return MIN_SECONDS_PER_CHAR * len(re.sub(r"\W", "", text))
+
+
 def _widen_short(spans: list[Span], transcript: Transcript) -> list[Span]:
+    """A span too short for its text has words Whisper mistimed. Its audio lies between the
+    nearest words around it whose own timing is plausible: widen it to that stretch, within
+    its ASR segment(s) (a whole segment can run 20 s, so it is the bound, not the target);
+    a side with no such word takes the segment's edge, or, with no segment either, half
+    the shortfall. A stretch still too short grows by the shortfall on both sides."""
+    good = [w for w in transcript.words if w.end - w.start >= _needed(w.text)]
     out: list[Span] = []
     for s in spans:
-        need = MIN_SECONDS_PER_CHAR * len(re.sub(r"\W", "", s.text))
+        need = _needed(s.text)
         if s.duration >= need:
             out.append(s)
             continue
         mid = (s.start + s.end) / 2
         segs = [g for g in transcript.segments if g.start <= mid <= g.end] or \
                [g for g in transcript.segments if g.overlaps(s)]
-        if segs:
-            start, end = min(g.start for g in segs), max(g.end for g in segs)
-        else:
-            short = (need - s.duration) / 2
-            start, end = max(0.0, s.start - short), s.end + short
-        out.append(Span(min(start, s.start), max(end, s.end), s.label, s.score,
-                        s.source + "+widened", s.text))
+        short = (need - s.duration) / 2
+        lo = min((g.start for g in segs), default=max(0.0, s.start - short))
+        hi = max((g.end for g in segs), default=s.end + short)
+        start = max([lo] + [w.end for w in good if w.end <= s.start])
+        end = min([hi] + [w.start for w in good if w.start >= s.end])
+        start, end = min(start, s.start), max(end, s.end)
+        if end - start < need:
+            grow = (need - (end - start)) / 2
+            start, end = max(0.0, start - grow), end + grow
+        out.append(Span(start, end, s.label, s.score, s.source + "+widened", s.text))
     return out
 
 

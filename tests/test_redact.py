@@ -5,6 +5,7 @@ from factories import make_transcript, tone
 from deid_speech.audio import Audio
 from deid_speech.ner.base import merge_spans
 from deid_speech.redact import RedactOptions, place_spans, reach_gaps, redact_audio, redact_text, speech_level
+from deid_speech.redact import _widen_short as _widen
 from deid_speech.types import Span, Transcript
 
 
@@ -63,10 +64,29 @@ def test_implausibly_short_span_widens_to_its_segment_never_disappears():
     t = type(t)(t.text, t.words, (seg,))
     s = Span(2.0, 2.05, "PHONE", 0.9, "patterns", "nine one two three four five six seven")
     (w,) = place_spans([s], t)
-    assert (w.start, w.end) == (0.0, 5.0) and "widened" in w.source
+    # its words' own times are plausible: it widens between them, inside the segment
+    assert w.start < 2.0 and w.end > 2.05 and 0.0 <= w.start and w.end <= 5.0 + 0.3
+    assert w.duration >= 0.03 * len("nineonetwothreefourfivesixseven") and "widened" in w.source
     ok = Span(1.5, 5.4, "PHONE", 0.9, "patterns", "nine one two three four five six seven")
     (p,) = place_spans([ok], t)  # long enough: kept, reaching only into the pause before it
     assert (p.start, p.end, p.source) == (1.4, pytest.approx(5.7), "patterns")  # no word after: +0.3 s
+
+
+def test_mistimed_words_widen_to_their_plausible_neighbours_not_a_20s_segment():
+    # Whisper squeezed "Best" and "number" to zero length inside a 20 s segment
+    words = [("Hello", 19.2, 19.6), ("Best", 21.0, 21.0), ("number", 21.0, 21.0), ("to", 21.4, 21.6),
+             ("reach", 21.6, 21.9), ("you", 21.9, 22.1)] + [(f"w{i}", 22.5 + i, 22.9 + i) for i in range(16)]
+    t = Transcript.from_words(words, segments=[Span(19.2, 39.4, source="asr")])
+    (w,) = _widen([Span(21.0, 21.0, "PERSON", 0.6, "ner", "Best")], t)
+    assert (w.start, w.end) == (19.6, 21.4)  # from "Hello" to "to", not 19.2-39.4
+    # no plausible word on either side: the segment bounds it
+    t2 = Transcript.from_words([("Best", 3.0, 3.0)], segments=[Span(2.0, 4.0, source="asr")])
+    (w2,) = _widen([Span(3.0, 3.0, "PERSON", 0.6, "ner", "Best")], t2)
+    assert (w2.start, w2.end) == (2.0, 4.0)
+    # plausible neighbours packed tight: the stretch still grows to the time the text needs
+    t3 = Transcript.from_words([("a", 1.0, 1.5), ("Samantha", 1.5, 1.5), ("b", 1.5, 2.0)])
+    (w3,) = _widen([Span(1.5, 1.5, "PERSON", 0.6, "ner", "Samantha")], t3)
+    assert w3.duration == pytest.approx(0.24) and w3.start < 1.5 < w3.end
 
 
 def test_spans_reach_into_pauses_up_to_the_neighbouring_words():
