@@ -48,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tiny.en (default), base, a CTranslate2 or HF folder, a .pt checkpoint, or a hub name")
     r.add_argument("--labels", type=_labels, default=LABELS, help="comma-separated subset of " + ",".join(LABELS))
     r.add_argument("--spacy-model", default=None, help="spaCy pipeline name or folder for PERSON/DATE")
-    r.add_argument("--ner-model", default=None,
-                   help="a trained NER folder (`deid-speech train ner`) added to the cascade")
+    r.add_argument("--ner-model", default="default",
+                   help="the cascade's trained NER: default (the shipped models/ner), a folder from "
+                        "`deid-speech train ner`, or none")
     r.add_argument("--model", default=None, metavar="DIR",
                    help="the end-to-end model folder for --system e2e (`deid-speech train e2e`; "
                         "default: the shipped one, if any)")

@@ -23,7 +23,7 @@ class RedactConfig:
     labels: tuple[str, ...] = LABELS
     redact: RedactOptions = field(default_factory=RedactOptions)
     spacy_model: str | None = None
-    ner_model: str | None = None  # a `deid-speech train ner` folder, added to the cascade
+    ner_model: str | None = "default"  # trained NER in the cascade: shipped models/ner, a folder, or None
     e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
     min_score: float = 0.5
 
@@ -53,7 +53,7 @@ class RedactResult:
             "channels": self.audio.channels,
             "system": config.system,
             "asr_model": asr_name,
-            "ner_model": config.ner_model,
+            "ner_model": config.ner_model if config.system == "cascade" else None,
             "mode": config.redact.mode,
             "padding": config.redact.padding,
             "labels": list(config.labels),
@@ -95,10 +95,10 @@ class Redactor:
         detectors = [PatternDetector()]
         if {"PERSON", "DATE"} & set(self.config.labels):
             detectors.append(SpacyDetector(self.config.spacy_model or DEFAULT_SPACY))
-        if self.config.ner_model:
-            from deid_speech.ner.trained import TrainedNerDetector
+        from deid_speech.ner.trained import TrainedNerDetector, resolve_ner_model
 
-            detectors.append(TrainedNerDetector(self.config.ner_model))
+        if ner := resolve_ner_model(self.config.ner_model):
+            detectors.append(TrainedNerDetector(ner))
         return detectors
 
     def detect(self, transcript: Transcript) -> list[Span]:

@@ -27,8 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--predictions", type=Path, default=None,
                    help="folder of X.redacted.json files to score instead of running a system")
     p.add_argument("--asr-model", default="tiny.en")
-    p.add_argument("--ner-model", default=None,
-                   help="a trained NER folder added to the cascade (system 'cascade')")
+    p.add_argument("--ner-model", default="default",
+                   help="the cascade's trained NER: default (the shipped models/ner), a folder, or none")
     p.add_argument("--model", default=None, metavar="DIR",
                    help="the end-to-end model folder for system 'e2e' (`deid-speech train e2e`; "
                         "default: the shipped one, if any)")

@@ -68,7 +68,7 @@ NOT_NAME_WORDS = frozenset(
     "mastercard visa amex paynow giro cpf hdb lta ica mom iras polyclinic i hello hi thanks thank okay "
     "ok yes no sorry please dear sir madam can confirm departing arriving policy claim plate number "
     "email phone mobile address date birth monday tuesday wednesday thursday friday saturday sunday "
-    "god lord christmas raya deepavali".split())
+    "god lord christmas raya deepavali best".split())
 
 
 # Kept out while spaCy imports or loads a pipeline: thinc imports torch when it can (3-4 s on

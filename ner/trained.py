@@ -41,6 +41,24 @@ def plausible(label: str, text: str) -> bool:
     return need is None or symbol_count(text) >= need
 
 
+SHIPPED = Path(__file__).resolve().parents[1] / "models" / "ner"
+DEFAULT = "default"  # the shipped model; "none" turns the trained NER off
+
+
+def resolve_ner_model(value: str | None) -> str | None:
+    """An ``--ner-model`` value as a folder: ``default`` is the shipped ``models/ner``,
+    ``none`` (or None) means no trained NER. A missing shipped model is an error, not a
+    quiet fallback: the cascade would find less than the user expects."""
+    if value is None or value.lower() == "none":
+        return None
+    if value == DEFAULT:
+        if not (SHIPPED / "meta.json").is_file():
+            raise DeidError(f"the shipped NER model is missing ({SHIPPED}); reinstall from the repository "
+                            "checkout, pass --ner-model DIR, or --ner-model none to run without it")
+        return str(SHIPPED)
+    return value
+
+
 class TrainedNerDetector:
     name = "ner"
 

@@ -1,0 +1,23 @@
+"""The cascade's trained NER: the shipped model by default, off with "none", and a missing
+shipped model is an error rather than a quietly weaker cascade."""
+from __future__ import annotations
+
+import pytest
+
+from deid_speech.errors import DeidError
+from deid_speech.ner import trained
+from deid_speech.pipeline import RedactConfig
+
+
+def test_default_is_the_shipped_model_and_none_turns_it_off() -> None:
+    assert RedactConfig().ner_model == "default"
+    assert trained.resolve_ner_model("default") == str(trained.SHIPPED)
+    assert (trained.SHIPPED / "meta.json").is_file()
+    assert trained.resolve_ner_model("none") is None and trained.resolve_ner_model(None) is None
+    assert trained.resolve_ner_model("/some/folder") == "/some/folder"
+
+
+def test_missing_shipped_model_is_named(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(trained, "SHIPPED", tmp_path / "gone")
+    with pytest.raises(DeidError, match="--ner-model none"):
+        trained.resolve_ner_model("default")
