@@ -791,7 +791,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--eval-every", type=int, default=d.eval_every, help="optimizer steps between dev evaluations")
     p.add_argument("--patience", type=int, default=d.patience, help="evaluations without improvement (0: off)")
-    p.add_argument("--freeze-encoder", action="store_true")
+    p.add_argument("--freeze-encoder", action="store_true",
+                   help="train the decoder only; the encoder's outputs are computed once (much faster on CPU)")
+    p.add_argument("--log-every", type=int, default=d.log_every, help="print the training loss every N steps (0: off)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N training (and dev) records")
     p.add_argument("--no-resume", dest="resume", action="store_false", help="start over, dropping a checkpoint")
     p.add_argument("--no-ct2", dest="ct2", action="store_false", help="skip the CTranslate2 export")
@@ -818,6 +820,7 @@ def run(args: argparse.Namespace) -> int:
                                lr=args.lr, warmup_steps=args.warmup_steps, weight_decay=args.weight_decay,
                                seed=args.seed, eval_every=args.eval_every, patience=args.patience,
                                freeze_encoder=args.freeze_encoder, resume=args.resume, ct2=args.ct2,
+                               log_every=args.log_every,
                                ct2_quantization=args.ct2_quantization)
     except ValueError as e:
         raise DeidError(str(e)) from None

@@ -298,6 +298,9 @@ def test_base_model_loss_is_low_and_it_transcribes(speech_manifest: Path) -> Non
     assert loss < 1.0, loss
     hyps = transcribe_hf(model, processor, recs)
     assert wer([r["text"] for r in recs], hyps) < 0.2, hyps
+    with torch.no_grad():  # our greedy loop gives what transformers' generate gives
+        ids = model.generate(input_features=feats, max_new_tokens=100)
+    assert hyps == [t.strip() for t in processor.tokenizer.batch_decode(ids, skip_special_tokens=True)]
 
 
 @pytest.mark.model
@@ -309,14 +312,26 @@ def test_tiny_en_fine_tune_exports_to_ct2_and_transcribes(speech_manifest: Path,
     recs = load_records(speech_manifest)
     out = tmp_path / "ft"
     s = finetune(recs, recs, FinetuneOptions(out=out, base="tiny.en", max_steps=2, batch_size=2, lr=1e-5,
-                                             warmup_steps=0, eval_every=2, ct2_quantization="int8"))
+                                             warmup_steps=0, eval_every=2, ct2_quantization="int8"),
+                 extra_tokens=TAGS)  # added but not used by the targets: transcripts stay plain
     assert s["steps"] == 2 and s["ct2"]["special_tokens_in_vocabulary"]
     assert (out / "ct2" / "model.bin").is_file() and (out / "ct2" / "tokenizer.json").is_file()
+    vocab = json.loads((out / "ct2" / "vocabulary.json").read_text())
+    assert vocab[51864:] == TAGS and json.loads((out / "ct2" / "config.json").read_text())["lang_ids"] == []
     assert s["evals"][0]["dev_score"] > -0.2  # the base model, before training
     audio = load(recs[1]["audio"]).mono16k()
     for model in (out / "ct2", out):  # the CT2 copy, and the HF folder (converted on use)
-        text = Transcriber(AsrOptions(model=str(model), beam_size=1)).transcribe(audio).text
+        tr = Transcriber(AsrOptions(model=str(model), beam_size=1))
+        assert not tr._multilingual()  # 51866 tokens, but CTranslate2 still sees an English-only model
+        text = tr.transcribe(audio).text
         assert "John" in text, text
+    # what faster-whisper does with added tokens (for the end-to-end tagger): its own decode
+    # drops every id >= <|endoftext|>; the HF tokenizer it carries keeps them
+    from faster_whisper.tokenizer import Tokenizer
+
+    fw = tr._model
+    assert Tokenizer(fw.hf_tokenizer, False).decode([51864, 1002, 51864]) == " If"
+    assert fw.hf_tokenizer.decode([51864, 1002, 51864], skip_special_tokens=False) == "[PHONE] If[PHONE]"
 
 
 def test_frozen_encoder_is_cached_and_not_trained(random_base: Path, manifest: Path, tmp_path: Path) -> None:
