@@ -100,6 +100,8 @@ class FinetuneOptions:
     leading_space: bool = True  # Whisper's transcripts start with a space (" Hello")
     keep_checkpoint: bool = True  # keep OUT/checkpoint after training (lets a rerun extend it)
     log_every: int = 10  # print the mean training loss every N optimizer steps to stderr (0: never)
+    extra_tokens_lstrip: bool = False  # an added token swallows the space before it ("a [PHONE]":
+    # "a", "[PHONE]" instead of "a", " ", "[PHONE]"); decoding then gives "a[PHONE]"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -155,15 +157,20 @@ def load_audio(path: str) -> np.ndarray:
 
 
 class _AudioCache:
-    """Decoded clips kept in memory (a few hundred short clips: tens of MB)."""
+    """Decoded clips kept in memory up to ``max_bytes`` (then read from disk each time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: float = 1e9) -> None:
         self._d: dict[str, np.ndarray] = {}
+        self._bytes, self.max_bytes = 0, max_bytes
 
     def __call__(self, path: str) -> np.ndarray:
-        if path not in self._d:
-            self._d[path] = load_audio(path)
-        return self._d[path]
+        if path in self._d:
+            return self._d[path]
+        audio = load_audio(path)
+        if self._bytes + audio.nbytes <= self.max_bytes:
+            self._d[path] = audio
+            self._bytes += audio.nbytes
+        return audio
 
 
 # ----------------------------------------------------------------------------- model
@@ -239,11 +246,12 @@ def load_base(base: str, device: str = "cpu") -> tuple[Any, Any]:
 
 
 def add_tokens(model, processor, tokens: Sequence[str],
-               init_token: Callable[[Any, Any, str], None] | None = None) -> list[str]:
+               init_token: Callable[[Any, Any, str], None] | None = None, lstrip: bool = False) -> list[str]:
     """Add ``tokens`` as special tokens (those not in the vocabulary yet), resize the tied
     embedding / output projection, and initialise each new row: ``init_token(model,
     processor, token)`` or, by default, the mean of the existing rows. Returns the tokens
-    that were new."""
+    that were new. A space before a tag is its own token (``" call [PHONE] nine"`` gives
+    ``Ġcall Ġ [PHONE] Ġnine``) unless ``lstrip``, which drops that space from decoded text."""
     import torch
     from tokenizers import AddedToken
 
@@ -252,7 +260,7 @@ def add_tokens(model, processor, tokens: Sequence[str],
     new = [t for t in dict.fromkeys(tokens) if t not in vocab]
     if not new:
         return []
-    tok.add_tokens([AddedToken(t, special=True, normalized=False, lstrip=False, rstrip=False) for t in new],
+    tok.add_tokens([AddedToken(t, special=True, normalized=False, lstrip=lstrip, rstrip=False) for t in new],
                    special_tokens=True)
     old_rows = model.get_input_embeddings().weight.shape[0]
     if len(tok) > old_rows:
@@ -372,7 +380,7 @@ def wer_score(model, processor, records: list[dict], batch_size: int = 8,
 
 
 class EncoderCache:
-    """Outputs of a frozen encoder per record id, computed once (``keep``) or on every call."""
+    """Outputs of a frozen encoder per audio file, computed once (``keep``) or on every call."""
 
     def __init__(self, model, processor, audio: Callable[[str], np.ndarray], keep: bool, batch_size: int = 8):
         self.model, self.processor, self.audio, self.keep, self.batch_size = model, processor, audio, keep, batch_size
@@ -388,13 +396,13 @@ class EncoderCache:
             return self.model.model.encoder(feats).last_hidden_state.float()
 
     def fill(self, records: Sequence[dict], progress: Callable[[int, int], None] | None = None) -> None:
-        todo = [r for r in records if r["id"] not in self._d]
+        todo = list({r["audio"]: r for r in records if r["audio"] not in self._d}.values())
         if not self.keep:
             return
         for i in range(0, len(todo), self.batch_size):
             batch = todo[i:i + self.batch_size]
             for r, h in zip(batch, self._encode(batch)):
-                self._d[r["id"]] = h.clone()
+                self._d[r["audio"]] = h.clone()
             if progress:
                 progress(min(i + self.batch_size, len(todo)), len(todo))
 
@@ -403,10 +411,10 @@ class EncoderCache:
 
         if not self.keep:
             return self._encode(records)
-        missing = [r for r in records if r["id"] not in self._d]
+        missing = [r for r in records if r["audio"] not in self._d]
         if missing:
             self.fill(missing)
-        return torch.stack([self._d[r["id"]] for r in records])
+        return torch.stack([self._d[r["audio"]] for r in records])
 
 
 def _autocast(dev):
@@ -544,7 +552,7 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     torch.manual_seed(opts.seed)
 
     model, processor = load_base(opts.base, opts.device)
-    added = add_tokens(model, processor, extra_tokens, init_token)
+    added = add_tokens(model, processor, extra_tokens, init_token, opts.extra_tokens_lstrip)
     if opts.freeze_encoder:
         for p in model.model.encoder.parameters():
             p.requires_grad_(False)

@@ -173,6 +173,7 @@ def test_extra_tokens_are_added_resized_and_initialised(random_base: Path, manif
     assert model.get_output_embeddings().weight.shape[0] == 51866
     labels = label_ids(processor, "[PHONE] nine eight [PHONE]")
     assert labels.count(51864) == 2  # each tag is one token
+    assert processor.tokenizer.convert_ids_to_tokens(labels[1:4]) == ["Ġ", "[PHONE]", "Ġnine"]
 
 
 def test_training_with_tags_learns_them(random_base: Path, manifest: Path, tmp_path: Path) -> None:
