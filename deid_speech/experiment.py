@@ -232,8 +232,15 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
                     rows.append({"arm": arm, "seed": seed, "system": system, "test": test,
                                  "overall": res["timestamp_overlap"]["overall"],
                                  "per_label": res["timestamp_overlap_label_exact"]["per_label"]})
-    results = {"config": str(out / "experiment_config.toml"), "arms": list(trains), "seeds": list(cfg.seeds),
-               "systems": list(cfg.systems), "tests": list(tests), "rows": rows,
+                    write_report(cfg, trains, tests, rows, steps, complete=False)  # a stopped run still has its table
+    return write_report(cfg, trains, tests, rows, steps, complete=True)
+
+
+def write_report(cfg: ExperimentConfig, trains: dict, tests: dict, rows: list[dict], steps: Steps,
+                 complete: bool) -> dict:
+    out = cfg.out_dir
+    results = {"config": str(out / "experiment_config.toml"), "complete": complete, "arms": list(trains),
+               "seeds": list(cfg.seeds), "systems": list(cfg.systems), "tests": list(tests), "rows": rows,
                "table": summarise(rows), "steps": steps.done,
                "wall_s": round(sum(v.get("wall_s", 0) for v in steps.done.values()), 1)}
     write_text_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
@@ -279,9 +286,12 @@ def _cell(e: dict, m: str) -> str:
 def markdown(results: dict) -> str:
     name = {"cascade": "Pipeline (cascade: Whisper + patterns + spaCy + trained NER)",
             "e2e": "End-to-end (Whisper writing entity tags)"}
-    out = ["# Experiment: augmentation arms x systems", "",
-           f"Seeds {results['seeds']}; timestamp-overlap precision/recall/F1 (label-agnostic, the "
-           "paper's metric), in %; mean ± std over seeds where there are several.", ""]
+    out = ["# Experiment: augmentation arms x systems", ""]
+    if not results.get("complete", True):
+        out += ["**Incomplete: the run stopped before every step was done; the tables show the "
+                "finished cells only.**", ""]
+    out += [f"Seeds {results['seeds']}; timestamp-overlap precision/recall/F1 (label-agnostic, the "
+            "paper's metric), in %; mean ± std over seeds where there are several.", ""]
     for system in results["systems"]:
         for test in results["tests"]:
             out += [f"## {name[system]}: {test}", "", "| training data | P | R | F1 |", "|---|---:|---:|---:|"]
