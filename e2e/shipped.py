@@ -6,8 +6,9 @@ config files of the fine-tuned folder:
 
 * ``delta.npz`` (compressed): for every weight matrix, ``finetuned - base`` quantised
   to int8 with one float16 scale per row; vectors (biases, norms) as float16 deltas;
-  of the (tied) token embedding only the ``embed_rows`` rows that changed most (the
-  words of the training data and the nine new tag rows, stored whole);
+  of the (tied) token embedding the ``embed_rows`` rows that changed most (the words of
+  the training data) quantised the same way, the other rows' delta as a rank-``embed_rank``
+  product (Adam moved all of them alike), and the nine new tag rows whole;
 * ``e2e_delta.json``: the base model name, the tensor list, the quantisation error.
 
 :func:`materialize` rebuilds the HF folder (and its CTranslate2 int8 copy) once into
@@ -57,7 +58,15 @@ def _dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return q.astype(np.float32) * scale.astype(np.float32)
 
 
-def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en", embed_rows: int = 3000) -> dict:
+def _embed_rest(n: int, top: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The low-rank delta of the embedding rows outside ``top`` (zeros at ``top``)."""
+    out = np.zeros((n, v.shape[1]), np.float32)
+    out[np.setdiff1d(np.arange(n), top)] = u.astype(np.float32) @ v.astype(np.float32)
+    return out
+
+
+def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en", embed_rows: int = 3000,
+               embed_rank: int = 16) -> dict:
     """Write the delta of the HF folder ``finetuned`` over ``base`` into ``out_dir``."""
     from deid_speech.asr.finetune import base_folder
 
@@ -76,10 +85,14 @@ def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en"
             d = w[:n] - b
             top = np.sort(np.argsort(-np.abs(d).max(axis=1))[:embed_rows])
             q, s = _quantize(d[top])
+            rest = np.setdiff1d(np.arange(n), top)
+            u, sv, vt = np.linalg.svd(d[rest], full_matrices=False)  # the other rows moved alike: low rank
+            u = (u[:, :embed_rank] * sv[:embed_rank]).astype(np.float16)
             arrays.update({f"{name}:rows": top.astype(np.int32), f"{name}:q": q, f"{name}:s": s,
-                           f"{name}:new": w[n:].astype(np.float16)})
-            approx = b.copy()
-            approx[top] += _dequantize(q, s)
+                           f"{name}:new": w[n:].astype(np.float16), f"{name}:lr_u": u,
+                           f"{name}:lr_v": vt[:embed_rank].astype(np.float32)})
+            approx = b + _embed_rest(n, top, u, vt[:embed_rank])
+            approx[top] = b[top] + _dequantize(q, s)
             err[name] = float(np.abs(approx - w[:n]).max())
             continue
         if w.shape != b.shape:
@@ -99,7 +112,7 @@ def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en"
     for f in FILES:
         if (finetuned / f).is_file():
             shutil.copy(finetuned / f, out_dir / f)
-    meta = {"format": 1, "base": base, "tensors": sorted(ft), "embed_rows": embed_rows,
+    meta = {"format": 1, "base": base, "tensors": sorted(ft), "embed_rows": embed_rows, "embed_rank": embed_rank,
             "max_abs_error": max(err.values(), default=0.0), "bytes": (out_dir / DELTA).stat().st_size}
     (out_dir / META).write_text(json.dumps(meta, indent=2) + "\n")
     return meta
@@ -129,7 +142,10 @@ def materialize(folder: str | Path) -> Path:
     for name in meta["tensors"]:
         w = bs[name].astype(np.float32).copy()
         if name == EMBED:
-            w[z[f"{name}:rows"]] += _dequantize(z[f"{name}:q"], z[f"{name}:s"])
+            top = z[f"{name}:rows"]
+            if f"{name}:lr_u" in z:
+                w += _embed_rest(w.shape[0], top, z[f"{name}:lr_u"], z[f"{name}:lr_v"])
+            w[top] += _dequantize(z[f"{name}:q"], z[f"{name}:s"])
             w = np.concatenate([w, z[f"{name}:new"].astype(np.float32)])
         elif f"{name}:d16" in z:
             w += z[f"{name}:d16"].astype(np.float32)
