@@ -55,6 +55,17 @@ def test_a_window_the_aligner_cannot_place_is_redacted_whole():
     assert [(s.start, s.end, s.label) for s in spans] == [(2.0, 9.0, "PHONE")]
 
 
+def test_fallback_times_the_words_and_the_entity_is_widened():
+    audio = np.zeros(16000 * 10, np.float32)
+    win = [Window(2.0, 9.0, "call [PHONE] nine eight [PHONE] ok")]
+    tr, spans = place(win, audio, failing_aligner, even_aligner)
+    assert [round(w.start, 2) for w in tr.words] == [round(w.start + 2.0, 2) for w in even_aligner(audio[:7 * 16000], tr.text).words]
+    assert [(s.start, s.end) for s in spans] == [(2.0, 9.0)]  # default: the whole window
+    _, spans = place(win, audio, failing_aligner, even_aligner, unsure_pad=0.5)
+    nine = even_aligner(audio[:7 * 16000], tr.text).words[1]
+    assert spans[0].start == pytest.approx(2.0 + nine.start - 0.5)
+
+
 def test_empty_windows_are_skipped():
     tr, spans = place([Window(0.0, 3.0, ""), Window(3.0, 4.0, "[PHONE]")], np.zeros(64000, np.float32), even_aligner)
     assert tr.text == "" and spans == []
@@ -162,6 +173,25 @@ def test_untrained_tags_leave_a_sane_timed_transcript_of_the_example(untrained_e
     jason = next(w for w in tr.words if w.text.startswith("Jason"))
     assert 13.5 < jason.start < 15.6  # the truth: "Jason Lim" spoken 14.47-15.51 s
     assert len(tr.segments) >= 3  # 72 s in windows of at most 27 s
+
+
+@pytest.mark.model
+def test_shipped_model_finds_pii_in_the_example_call(tmp_path, monkeypatch):
+    from deid_speech.cli import main
+    from deid_speech.e2e.infer import shipped_model_dir
+    from deid_speech.types import Span
+
+    if not shipped_model_dir().is_dir():
+        pytest.skip("no e2e model shipped")
+    monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path / "cache"))  # rebuilt from the delta here
+    assert main(["redact", "--system", "e2e", str(CALL), "--out-dir", str(tmp_path)]) == 0
+    d = json.loads((tmp_path / "call.redacted.json").read_text())
+    truth = [Span(e["start"], e["end"], e["label"]) for e in
+             json.loads((ROOT / "data" / "examples" / "call.truth.json").read_text())["entities"]]
+    pred = [Span.from_dict(s) for s in d["spans"]]
+    found = [t for t in truth if any(p.overlaps(t) for p in pred)]
+    assert len(found) >= 4, (d["spans"], d["transcript"])
+    assert d["system"] == "e2e" and d["asr_model"].startswith("e2e:")
 
 
 @pytest.mark.model
