@@ -78,6 +78,8 @@ class Redactor:
                 from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
 
                 asr = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
+            elif detectors is None and not callable(getattr(asr, "detect", None)):
+                raise DeidError("the e2e system's ASR must be the e2e tagger itself (it writes the tags)")
             self.asr = asr
             self.detectors = detectors if detectors is not None else [asr]
             return
