@@ -264,7 +264,8 @@ def place(windows: list[Window], audio: np.ndarray, align: Callable[[np.ndarray,
             a, b = min(x.start for x in ws), max(x.end for x in ws)
             a, b = (0.0, length) if pad is None else (max(0.0, a - pad), min(length, max(a, b) + pad))
             spans.append(Span(w.start + a, w.start + max(a, b), e.label, 1.0, "e2e", text[e.char_start:e.char_end]))
-    return Transcript.from_words(words, segments=segments), sorted(spans)
+    words.sort(key=lambda x: (x[1], x[2]))
+    return Transcript.from_words(words, segments=sorted(segments)), sorted(spans)
 
 
 class E2ETagger:
@@ -308,10 +309,14 @@ class E2ETagger:
             self._aligner = get_aligner("pocketsphinx")
         return self._aligner.align(clip, text)
 
-    def tag_many(self, audios: list[np.ndarray], progress=None) -> list[list[Window]]:
-        """Tagged text of each window of each 16 kHz mono recording; windows of all the
+    def tag_many(self, audios: list[np.ndarray], progress=None,
+                 stretches: list[list[tuple[float, float]]] | None = None) -> list[list[Window]]:
+        """Tagged text of each window of each 16 kHz mono recording (``stretches``: the
+        windows to decode, default: the recording cut at quiet points); windows of all the
         recordings are decoded together in batches."""
-        jobs = [(k, a, b) for k, audio in enumerate(audios) for a, b in windows_of(audio, self.options.window_s)]
+        if stretches is None:
+            stretches = [windows_of(audio, self.options.window_s) for audio in audios]
+        jobs = [(k, a, b) for k, spans in enumerate(stretches) for a, b in spans]
         out: list[list[Window]] = [[] for _ in audios]
         step = self.options.batch_size
         total = jobs[-1][2] if len(audios) == 1 and jobs else float(len(jobs))
@@ -327,11 +332,23 @@ class E2ETagger:
         return out
 
     def run_many(self, audios: list[np.ndarray], progress=None) -> list[tuple[Transcript, list[Span]]]:
-        """(Transcript, entity Spans) of each 16 kHz mono recording."""
+        """(Transcript, entity Spans) of each 16 kHz mono recording. Speech that no word
+        covers after the first pass (Whisper skipped it) is decoded again on its own, as
+        the cascade's ASR does (:func:`deid_speech.asr.whisper.uncovered_speech`)."""
+        from deid_speech.asr.whisper import uncovered_speech
+
         if any(a.ndim != 1 for a in audios):
             raise ValueError("the e2e tagger expects mono 16 kHz audio")
         fallback = self.ct2.align_words if self.ct2 is not None else None
-        return [place(w, a, self.align, fallback) for w, a in zip(self.tag_many(audios, progress), audios)]
+        windows = self.tag_many(audios, progress)
+        placed = [place(w, a, self.align, fallback) for w, a in zip(windows, audios)]
+        gaps = [uncovered_speech(a, MODEL_RATE, tr.words) for a, (tr, _) in zip(audios, placed)]
+        redo = [k for k, g in enumerate(gaps) if g]
+        if redo:
+            extra = self.tag_many([audios[k] for k in redo], stretches=[gaps[k] for k in redo])
+            for k, more in zip(redo, extra):
+                placed[k] = place(sorted(windows[k] + more, key=lambda w: w.start), audios[k], self.align, fallback)
+        return placed
 
     def run(self, audio: np.ndarray, progress=None) -> tuple[Transcript, list[Span]]:
         return self.run_many([audio], progress)[0]

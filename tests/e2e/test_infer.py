@@ -66,6 +66,30 @@ def test_fallback_times_the_words_and_the_entity_is_widened():
     assert spans[0].start == pytest.approx(2.0 + nine.start - 0.5)
 
 
+def test_speech_that_no_word_covers_is_decoded_again():
+    from deid_speech.e2e.infer import E2EOptions, E2ETagger
+
+    rng = np.random.default_rng(0)
+    audio = np.zeros(16000 * 8, np.float32)
+    audio[: 2 * 16000] = rng.normal(0, 0.1, 2 * 16000)
+    audio[4 * 16000: 6 * 16000] = rng.normal(0, 0.1, 2 * 16000)
+    calls = []
+
+    def tag_many(audios, progress=None, stretches=None):
+        calls.append(stretches)
+        if stretches is None:  # the first pass hears only the first stretch
+            return [[Window(0.0, 2.0, "hello there")]]
+        return [[Window(a, b, "call [PHONE] nine eight [PHONE]") for a, b in stretches[0]]]
+
+    tagger = object.__new__(E2ETagger)
+    tagger.options, tagger.ct2 = E2EOptions(model="fake"), None
+    tagger.tag_many, tagger.align = tag_many, even_aligner
+    tr, spans = tagger.run(audio)
+    assert calls[0] is None and calls[1] and 3.5 <= calls[1][0][0][0] <= 4.1
+    assert tr.text == "hello there call nine eight"
+    assert [s.label for s in spans] == ["PHONE"] and 3.5 < spans[0].start < spans[0].end <= 6.5
+
+
 def test_empty_windows_are_skipped():
     tr, spans = place([Window(0.0, 3.0, ""), Window(3.0, 4.0, "[PHONE]")], np.zeros(64000, np.float32), even_aligner)
     assert tr.text == "" and spans == []
