@@ -6,7 +6,7 @@ The config is TOML (see ``data/datasets/small.toml``)::
     seed = 0
     seed_dir = "data/seed"           # train.jsonl, dev.jsonl, test.jsonl
     fresh_values = true              # refill every seed sentence's tags with new values
-    limit = { train = 100, dev = 40, test = 40 }   # optional: first N seed records per split
+    limit = { train = 100, dev = 40, test = 40 }   # optional: N seed records per split, a seeded sample
 
     [[augment]]                      # zero or more arms; their sentences join train only
     strategy = "similar"             # similar | diverse
@@ -132,6 +132,16 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
+def limit_rows(rows: list[dict], n: int | None, seed: str) -> list[dict]:
+    """``n`` rows drawn evenly at random (seeded), in file order. Not the first ``n``: the
+    seed files are grouped by label (the raw parts were written label by label), so the
+    head of a split can miss whole labels."""
+    if n is None or n >= len(rows):
+        return rows
+    keep = sorted(random.Random(f"limit-{seed}").sample(range(len(rows)), n))
+    return [rows[i] for i in keep]
+
+
 def split_texts(cfg: DatasetConfig) -> tuple[dict[str, list[dict]], dict]:
     """The tagged sentences of each split (seed, optionally with fresh values; train plus
     every augmentation arm), and the augmentation summaries."""
@@ -145,7 +155,7 @@ def split_texts(cfg: DatasetConfig) -> tuple[dict[str, list[dict]], dict]:
         path = cfg.seed_dir / f"{split}.jsonl"
         if not path.is_file():
             raise DeidError(f"{path}: seed split missing")
-        rows = load_split(path)[: cfg.limit.get(split)]
+        rows = limit_rows(load_split(path), cfg.limit.get(split), f"{cfg.seed}-{split}")
         if cfg.fresh_values:
             rng = random.Random(f"{cfg.seed}-{split}")
             rows = [{"id": r["id"], "tagged": fill_tags(r["tagged"], rng)[0], "source": "seed"} for r in rows]

@@ -28,10 +28,12 @@ def test_usage_errors_exit_2_with_a_message():
     assert r.returncode == 2
 
 
-def test_e2e_without_a_model_is_a_one_line_error(tmp_path):
-    r = run("redact", EXAMPLE, "--system", "e2e", "--out-dir", tmp_path)
-    assert r.returncode == 1 and "Traceback" not in r.stderr and "e2e" in r.stderr
-    assert list(tmp_path.iterdir()) == []
+def test_e2e_with_a_missing_model_is_a_one_line_error(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run("redact", EXAMPLE, "--system", "e2e", "--model", tmp_path / "no-such-model", "--out-dir", out)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "no-such-model" in r.stderr
+    assert list(out.iterdir()) == []
 
 
 @pytest.mark.model

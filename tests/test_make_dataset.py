@@ -101,3 +101,21 @@ def test_shipped_config_parses() -> None:
     cfg = DatasetConfig.load(ROOT / "data" / "datasets" / "small.toml")
     assert cfg.out_dir == ROOT / "out" / "datasets" / "small" and cfg.seed_dir == ROOT / "data" / "seed"
     assert cfg.tts.telephone_test and [a.name for a in cfg.augment] == ["similar0.3"]
+
+
+def test_limit_samples_across_the_file_not_its_head() -> None:
+    from collections import Counter
+
+    from deid_speech.augment.seed import load_split
+    from deid_speech.make_dataset import limit_rows
+
+    rows = load_split(ROOT / "data" / "seed" / "train.jsonl")
+    head = Counter(e["label"] for r in rows[:160] for e in r["entities"])
+    picked = limit_rows(rows, 160, "0-train")
+    got = Counter(e["label"] for r in picked for e in r["entities"])
+    assert head["CREDIT_CARD"] == 0  # why the head is wrong: the seed files are grouped by label
+    assert len(picked) == 160 and all(got[label] >= 5 for label in
+                                      ("PERSON", "NRIC", "PHONE", "EMAIL", "CREDIT_CARD", "BANK_ACCOUNT", "DATE"))
+    assert [r["id"] for r in picked] == sorted((r["id"] for r in picked), key=[x["id"] for x in rows].index)
+    assert picked == limit_rows(rows, 160, "0-train") != limit_rows(rows, 160, "1-train")
+    assert limit_rows(rows, None, "x") == rows and limit_rows(rows[:3], 10, "x") == rows[:3]
