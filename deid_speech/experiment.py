@@ -254,7 +254,8 @@ def _training_record(model_dir: Path) -> dict:
     if not p.is_file():
         return {}
     t = json.loads(p.read_text())
-    return {k: t[k] for k in ("wall_s", "best_score", "best_step", "steps", "epochs", "device") if k in t}
+    return {k: t[k] for k in ("wall_s", "train_wall_s", "best_score", "best_dev_score", "best_step", "steps")
+            if k in t}
 
 
 def _mean_sd(xs: list[float]) -> tuple[float, float | None]:
