@@ -85,9 +85,20 @@ def _verify_ct2(folder: Path) -> None:
         raise DeidError(f"{folder}: not a valid CTranslate2 Whisper model ({e})") from None
 
 
+def _identity(src: str) -> str:
+    """What the conversion cache is keyed by: the folder's path plus the size and mtime of
+    each of its files (a model retrained into the same folder converts again, rather than
+    the old conversion being reused), or the hub name."""
+    p = Path(src)
+    if not p.exists():
+        return src
+    files = sorted(f for f in p.iterdir() if f.is_file())
+    return "|".join([str(p.resolve())] + [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files])
+
+
 def _hf_to_ct2(src: str) -> Path:
     """Convert an HF Whisper (folder or hub name) to CTranslate2 once, into the cache."""
-    key = hashlib.sha1(str(Path(src).resolve() if Path(src).exists() else src).encode()).hexdigest()[:12]
+    key = hashlib.sha1(_identity(src).encode()).hexdigest()[:12]
     out = cache_dir() / f"hf-ct2-{key}"
     if (out / "model.bin").exists():
         return out

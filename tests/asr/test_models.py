@@ -67,3 +67,18 @@ def test_hf_folder_is_converted_to_ct2_once_and_transcribes(tmp_path, monkeypatc
     assert r.kind == "ct2" and (r.path / "model.bin").exists() and r.path.parent == tmp_path
     assert resolve_model(str(hf)).path == r.path  # cached
     assert "good afternoon" in _first_words(str(hf))
+
+
+def test_conversion_cache_key_changes_when_the_folder_is_retrained(tmp_path) -> None:
+    import os
+
+    from deid_speech.asr.models import _identity
+
+    (tmp_path / "config.json").write_text('{"model_type": "whisper"}')
+    (tmp_path / "model.safetensors").write_bytes(b"a" * 10)
+    first = _identity(str(tmp_path))
+    assert _identity(str(tmp_path)) == first
+    (tmp_path / "model.safetensors").write_bytes(b"b" * 11)  # retrained into the same folder
+    os.utime(tmp_path / "model.safetensors", ns=(1, 1))
+    assert _identity(str(tmp_path)) != first
+    assert _identity("openai/whisper-small") == "openai/whisper-small"
