@@ -810,18 +810,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def train_dev_records(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
+    """The ``--train`` and ``--dev`` manifests' records (first ``--limit``), or a one-line
+    error for a missing or empty manifest (``train asr`` and ``train e2e`` share this)."""
     for name in ("train", "dev"):
         path = getattr(args, name)
         if not (path.is_file() or (path.is_dir() and (path / "manifest.jsonl").is_file())):
             raise DeidError(f"--{name} {path}: no such manifest")
     if args.limit is not None and args.limit < 1:
         raise DeidError("--limit must be >= 1")
-    train = load_records(args.train, args.limit)
-    dev = load_records(args.dev, args.limit)
+    train, dev = load_records(args.train, args.limit), load_records(args.dev, args.limit)
     for name, recs in (("train", train), ("dev", dev)):
         if not recs:
             raise DeidError(f"--{name} {getattr(args, name)}: manifest has no records")
+    return train, dev
+
+
+def run(args: argparse.Namespace) -> int:
+    train, dev = train_dev_records(args)
     try:
         opts = FinetuneOptions(out=args.out, base=args.base, device=args.device, epochs=args.epochs,
                                max_steps=args.max_steps, batch_size=args.batch_size, grad_accum=args.grad_accum,

@@ -111,23 +111,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from deid_speech.asr.finetune import FinetuneOptions, base_folder, finetune, load_records
+    from deid_speech.asr.finetune import FinetuneOptions, base_folder, finetune, train_dev_records
     from deid_speech.e2e.tags import TAG_TEXTS
     from deid_speech.e2e.tokens import init_tag_embedding, target_text
 
     if args.lora:
         raise DeidError("--lora needs the peft package, which this installation does not include; "
                         "train without --lora")
-    for name in ("train", "dev"):
-        path = getattr(args, name)
-        if not (path.is_file() or (path.is_dir() and (path / "manifest.jsonl").is_file())):
-            raise DeidError(f"--{name} {path}: no such manifest")
-    if args.limit is not None and args.limit < 1:
-        raise DeidError("--limit must be >= 1")
-    train, dev = load_records(args.train, args.limit), load_records(args.dev, args.limit)
+    train, dev = train_dev_records(args)
     for name, recs in (("train", train), ("dev", dev)):
-        if not recs:
-            raise DeidError(f"--{name} {getattr(args, name)}: manifest has no records")
         bad = [r.get("id") for r in recs if not isinstance(r.get("tagged"), str)]
         if bad:
             raise DeidError(f"--{name}: record {bad[0]} has no 'tagged' transcript (a `deid-speech tts` manifest has)")
