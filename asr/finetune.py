@@ -223,21 +223,27 @@ def is_multilingual(model) -> bool:
     return model.config.vocab_size >= 51865 and getattr(model.generation_config, "lang_to_id", None) is not None
 
 
+def load_hf_folder(folder: Path, what: str) -> tuple[Any, Any]:
+    """An HF Whisper folder's float32 model and processor; a one-line DeidError naming
+    ``what`` if it cannot be loaded (the base model here, the e2e model in e2e.infer)."""
+    import torch
+    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+    try:
+        return (WhisperForConditionalGeneration.from_pretrained(str(folder), dtype=torch.float32),
+                WhisperProcessor.from_pretrained(str(folder)))
+    except Exception as e:
+        raise DeidError(f"{what}: cannot load ({str(e).splitlines()[0] if str(e) else e})") from None
+
+
 def load_base(base: str, device: str = "cpu") -> tuple[Any, Any]:
     """``(WhisperForConditionalGeneration, WhisperProcessor)`` for ``base`` (see
     :func:`base_folder`), float32, on ``device``. Multilingual models get the prefix
     tokens ``<|en|><|transcribe|><|notimestamps|>``; English-only ones
     ``<|notimestamps|>``."""
-    import torch
-    from transformers import WhisperForConditionalGeneration, WhisperProcessor
-
     folder = base_folder(base)
     dev = _torch_device(device)
-    try:
-        model = WhisperForConditionalGeneration.from_pretrained(str(folder), dtype=torch.float32)
-        processor = WhisperProcessor.from_pretrained(str(folder))
-    except Exception as e:
-        raise DeidError(f"cannot load Whisper model {folder}: {str(e).splitlines()[0] if str(e) else e}") from None
+    model, processor = load_hf_folder(folder, f"Whisper model {folder}")
     if is_multilingual(model):
         processor.tokenizer.set_prefix_tokens(language="en", task="transcribe", predict_timestamps=False)
     else:

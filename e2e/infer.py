@@ -113,15 +113,10 @@ def check_model_dir(path: str | os.PathLike) -> Path:
 
 def load_model(path: str | os.PathLike, device: str = "cpu") -> tuple[Any, Any]:
     """``(model, processor)`` of an e2e model folder (validated first)."""
-    import torch
-    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+    from deid_speech.asr.finetune import load_hf_folder
 
     p = check_model_dir(path)
-    try:
-        model = WhisperForConditionalGeneration.from_pretrained(str(p), dtype=torch.float32)
-        processor = WhisperProcessor.from_pretrained(str(p))
-    except Exception as e:
-        raise DeidError(f"--model {p}: cannot load ({str(e).splitlines()[0] if str(e) else e})") from None
+    model, processor = load_hf_folder(p, f"--model {p}")
     return model.to(device).eval(), processor
 
 
