@@ -11,7 +11,10 @@ word covers afterwards is decoded again on its own (:func:`uncovered_speech`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -187,3 +190,56 @@ class Transcriber:
             a, b = a + lo, min(b + lo, total)
             if b > own_lo and a < own_hi and b >= a:
                 segs.append(Span(max(a, own_lo), min(b, own_hi), source="asr"))
+
+
+class CachedTranscriber:
+    """A :class:`Transcriber` whose transcripts are kept in a JSONL file, keyed by the
+    audio's samples, the model's files and the decoding options, so the same audio is
+    decoded once across runs (an experiment scores many NER models on one transcript of
+    each test file). A line cut short by an interrupted run is skipped. The model is loaded
+    only when some audio is not in the cache yet."""
+
+    def __init__(self, options: AsrOptions, path: Path):
+        from deid_speech.asr.models import _identity
+
+        self.options, self.path = options, Path(path)
+        self.resolved: ResolvedModel = resolve_model(options.model)
+        ident = json.dumps([_identity(str(self.resolved.path)), asdict(options)], sort_keys=True)
+        self.model_key = hashlib.sha1(ident.encode()).hexdigest()[:16]
+        self.items: dict[str, dict] = {}
+        self.hits = self.misses = 0
+        self._transcriber: Transcriber | None = None
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    d = json.loads(line)
+                    self.items[f"{d['model']}:{d['audio']}"] = d["transcript"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue
+
+    @property
+    def name(self) -> str:
+        return self.resolved.name
+
+    def _key(self, audio: np.ndarray) -> str:
+        return hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).tobytes()).hexdigest()
+
+    def cached(self, audio: np.ndarray) -> Transcript | None:
+        d = self.items.get(f"{self.model_key}:{self._key(audio)}")
+        return Transcript.from_dict(d) if d is not None else None
+
+    def transcribe(self, audio: np.ndarray, progress=None) -> Transcript:
+        hit = self.cached(audio)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        self.misses += 1
+        if self._transcriber is None:
+            self._transcriber = Transcriber(self.options)
+        tr = self._transcriber.transcribe(audio, progress=progress)
+        d, key = tr.to_dict(), self._key(audio)
+        self.items[f"{self.model_key}:{key}"] = d
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"model": self.model_key, "audio": key, "transcript": d}) + "\n")
+        return tr

@@ -208,6 +208,8 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
     tests = {t: cfg.data.out_dir / t / "manifest.jsonl" for t in TEST_SETS}
     tests = {t: p for t, p in tests.items() if p.is_file()}
     prog = ["--progress", "on" if progress else "off"]
+    # one Whisper transcript per audio file for every NER training and cascade evaluation
+    asr_cache = ["--asr-cache", str(out / "cache" / "asr-transcripts.jsonl")]
     rows = []
     for arm, train in trains.items():
         for seed in cfg.seeds:
@@ -218,13 +220,14 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
 
                 def train_model(t=target, m=model, train=train, seed=seed) -> dict:
                     _cli(["train", t, "--train", str(train), "--dev", str(dev), "--out", str(m),
-                          "--seed", str(seed), *cfg.train_args.get(t, [])])
+                          "--seed", str(seed), *(["--asr-model", cfg.asr_model, *asr_cache] if t == "ner" else []), *cfg.train_args.get(t, [])])
                     return _training_record(m)
 
                 steps.run(f"train {target} {arm} seed {seed}", train_model)
                 for test, manifest in tests.items():
                     ev = run_dir / f"eval-{system}-{test}"
-                    flag = ["--ner-model", str(model)] if system == "cascade" else ["--model", str(model)]
+                    flag = (["--ner-model", str(model), *asr_cache] if system == "cascade"
+                            else ["--model", str(model)])
                     argv = ["eval", "--manifest", str(manifest), "--system", system, *flag,
                             "--asr-model", cfg.asr_model, "--out-dir", str(ev), *prog]
                     steps.run(f"eval {system} {arm} seed {seed} {test}", lambda argv=argv: _cli(argv))

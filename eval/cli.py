@@ -27,6 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--predictions", type=Path, default=None,
                    help="folder of X.redacted.json files to score instead of running a system")
     p.add_argument("--asr-model", default="tiny.en")
+    p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE",
+                   help="keep Whisper transcripts in FILE (JSONL, keyed by audio, model and options) "
+                        "and reuse them: scoring several NER models on one manifest decodes it once")
     p.add_argument("--ner-model", default="default",
                    help="the cascade's trained NER: default (the shipped models/ner), a folder, or none")
     p.add_argument("--model", default=None, metavar="DIR",
@@ -65,10 +68,15 @@ def run(args: argparse.Namespace) -> int:
     items = load_manifest(args.manifest, args.aligner, args.limit)
     if not items:
         raise DeidError(f"{args.manifest}: no records")
+    asr = None
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
-        preds = system_predictions(systems, items, args.asr_model, padding=args.padding,
+        if args.asr_cache is not None and any(s != "e2e" for s in systems):
+            from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
+
+            asr = CachedTranscriber(AsrOptions(model=args.asr_model), args.asr_cache)
+        preds = system_predictions(systems, items, args.asr_model, asr=asr, padding=args.padding,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
@@ -76,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     results["manifest"] = str(args.manifest)
     results["asr_model"] = "(saved outputs)" if args.predictions else args.asr_model
     results["ner_model"] = args.ner_model
+    if asr is not None:
+        results["asr_cache"] = {"path": str(args.asr_cache), "hits": asr.hits, "decoded": asr.misses}
     if e2e is not None:
         results["e2e_model"] = str(e2e.options.model)
     results["command"] = "deid-speech " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["eval"] else sys.argv[1:])

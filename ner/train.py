@@ -328,67 +328,29 @@ def _reference_spans(row: dict) -> list[Span]:
             if "start" in e and "end" in e]
 
 
-class AsrCache:
-    """Whisper transcripts by (audio path, model), one JSON line each, appended as made."""
-
-    def __init__(self, path: Path, model: str):
-        self.path, self.model = Path(path), model
-        self.items: dict[str, dict] = {}
-        if self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                try:
-                    d = json.loads(line)
-                    self.items[self._key(d["audio"], d["model"])] = d["transcript"]
-                except (json.JSONDecodeError, KeyError):
-                    continue  # a line cut short by an interrupted run
-
-    @staticmethod
-    def _key(audio: str, model: str) -> str:
-        return f"{model}\t{audio}"
-
-    def get(self, audio: str) -> Transcript | None:
-        d = self.items.get(self._key(audio, self.model))
-        return Transcript.from_dict(d) if d is not None else None
-
-    def put(self, audio: str, transcript: Transcript) -> None:
-        d = transcript.to_dict()
-        self.items[self._key(audio, self.model)] = d
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"audio": audio, "model": self.model, "transcript": d}) + "\n")
-
-
 def asr_examples(rows: list[dict], asr_model: str, cache_path: Path, log=print) -> list[TextExample]:
-    """Whisper transcripts of the voiced records, with the reference entities projected."""
-    voiced = [r for r in rows if r.get("audio")]
-    cache = AsrCache(cache_path, asr_model)
-    todo = [r for r in voiced if cache.get(str((Path(r["_dir"]) / r["audio"]).resolve())) is None]
-    transcriber = None
-    if todo:
-        from deid_speech.asr.whisper import AsrOptions, Transcriber
+    """Whisper transcripts of the voiced records (cached in ``cache_path``), with the
+    reference entities projected."""
+    from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
+    from deid_speech.audio import load
 
-        transcriber = Transcriber(AsrOptions(model=asr_model))
-        log(f"transcribing {len(todo)} clips with {asr_model} (cache: {cache_path})")
+    voiced = [r for r in rows if r.get("audio")]
+    transcriber = CachedTranscriber(AsrOptions(model=asr_model), cache_path)
+    log(f"transcribing {len(voiced)} clips with {asr_model} (cache: {cache_path})")
     out: list[TextExample] = []
     t0 = time.time()
-    done = 0
-    for r in voiced:
-        audio_path = str((Path(r["_dir"]) / r["audio"]).resolve())
-        hyp = cache.get(audio_path)
-        if hyp is None:
-            from deid_speech.audio import load
-
-            try:
-                hyp = transcriber.transcribe(load(audio_path).mono16k())
-            except (OSError, RuntimeError, ValueError) as exc:
-                raise DeidError(f"{audio_path}: cannot transcribe ({exc})") from None
-            cache.put(audio_path, hyp)
-            done += 1
-            if done % 25 == 0:
-                log(f"  {done}/{len(todo)} transcribed ({time.time() - t0:.0f} s)")
+    for k, r in enumerate(voiced, 1):
+        audio_path = Path(r["_dir"]) / r["audio"]
+        try:
+            hyp = transcriber.transcribe(load(audio_path).mono16k())
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise DeidError(f"{audio_path}: cannot transcribe ({exc})") from None
+        if k % 50 == 0:
+            log(f"  {k}/{len(voiced)} ({transcriber.misses} decoded, {time.time() - t0:.0f} s)")
         if hyp.text:
             out.append(TextExample(hyp.text, tuple(project_entities(_reference_spans(r), hyp)), "asr",
                                    r.get("id", "")))
+    log(f"  {len(voiced)} transcripts: {transcriber.hits} from the cache, {transcriber.misses} decoded")
     return out
 
 
@@ -570,7 +532,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="add Whisper transcripts of manifest audio, entities projected by time")
     p.add_argument("--asr-model", default="tiny.en")
     p.add_argument("--asr-cache", type=Path, default=None,
-                   help="transcript cache (default: out/cache/ner-asr-MODEL.jsonl)")
+                   help="Whisper transcript cache, shared with `eval --asr-cache` "
+                        "(default: out/cache/asr-transcripts.jsonl)")
     p.add_argument("--max-epochs", type=int, default=30)
     p.add_argument("--patience", type=int, default=8, help="epochs without a dev gain before stopping (8)")
     p.add_argument("--batch-size", type=int, default=32)
@@ -603,8 +566,7 @@ def run(args: argparse.Namespace) -> int:
     if args.asr_noise:
         if not any(r.get("audio") for r in train_rows + dev_rows):
             raise DeidError("--asr-noise needs voiced manifests (records with 'audio')")
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.asr_model)
-        cache = args.asr_cache or Path("out") / "cache" / f"ner-asr-{safe}.jsonl"
+        cache = args.asr_cache or Path("out") / "cache" / "asr-transcripts.jsonl"
         train_asr = asr_examples(train_rows, args.asr_model, cache, log)
         dev_asr = asr_examples(dev_rows, args.asr_model, cache, log)
     rng = random.Random(opts.seed)

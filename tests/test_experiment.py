@@ -77,7 +77,7 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     calls: list[list[str]] = []
     monkeypatch.setattr(experiment, "_cli", _fake_cli(calls))
     assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
-    out = tmp_path / "exp"
+    out = (tmp_path / "exp").resolve()
     # 3 arms x 2 seeds x 2 systems trained; each model scored on test and test_telephone
     trains = [c for c in calls if c[0] == "train"]
     evals = [c for c in calls if c[0] == "eval"]
@@ -85,6 +85,12 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     assert all(c[c.index("--dev") + 1].endswith("data/dev/manifest.jsonl") for c in trains)
     assert {Path(c[c.index("--manifest") + 1]).parent.name for c in evals} == {"test", "test_telephone"}
     assert all(c[-2:] == ["--max-steps", "5"] for c in trains if c[1] == "e2e")
+    # every NER training and cascade evaluation reads one transcript cache; the e2e model,
+    # its own recogniser, none
+    cached = [c for c in calls if (c[0], c[1]) == ("train", "ner") or "--ner-model" in c]
+    assert len(cached) == 6 + 12
+    assert {c[c.index("--asr-cache") + 1] for c in cached} == {str(out / "cache" / "asr-transcripts.jsonl")}
+    assert not any("--asr-cache" in c for c in calls if c not in cached)
     # the arm's training manifest = the seed train + its voiced augmentation, audio paths absolute
     arm_train = [json.loads(x) for x in (out / "arms" / "similar0.3" / "train.jsonl").read_text().splitlines()]
     assert len(arm_train) == 3 + 2 and all(Path(r["audio"]).is_file() for r in arm_train)

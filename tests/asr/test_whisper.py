@@ -80,3 +80,77 @@ def test_tiny_en_transcribes_the_example_with_word_times():
 
     wer = jiwer.wer(truth["text"].lower(), t.text.lower())
     assert wer < 0.5
+
+
+class _CountingTranscriber:
+    """Stands in for the Whisper model: a transcript that names the call's audio."""
+
+    loads = 0
+    calls = 0
+
+    def __init__(self, options):
+        type(self).loads += 1
+        self.options = options
+
+    def transcribe(self, audio, progress=None):
+        from deid_speech.types import Transcript
+
+        type(self).calls += 1
+        return Transcript.from_words([(f"n{len(audio)}", 0.0, 0.5, 1.0),
+                                      (f"b{self.options.beam_size}", 0.5, 1.0, 1.0)])
+
+
+def test_cached_transcriber_decodes_each_audio_once_across_runs(tmp_path, monkeypatch):
+    import deid_speech.asr.whisper as whisper
+
+    monkeypatch.setattr(whisper, "Transcriber", _CountingTranscriber)
+    _CountingTranscriber.loads = _CountingTranscriber.calls = 0
+    cache = tmp_path / "asr.jsonl"
+    a, b = np.zeros(16000, np.float32), np.ones(8000, np.float32) * 0.1
+    first = whisper.CachedTranscriber(AsrOptions(), cache)
+    ta = first.transcribe(a)
+    assert first.transcribe(a).to_dict() == ta.to_dict()
+    first.transcribe(b)
+    assert (first.hits, first.misses, _CountingTranscriber.calls) == (1, 2, 2)
+
+    # a later run (a new process) reads the file: no model load at all for known audio
+    again = whisper.CachedTranscriber(AsrOptions(), cache)
+    assert again.transcribe(a).to_dict() == ta.to_dict() and again.transcribe(b).text == "n8000 b5"
+    assert (again.hits, again.misses, _CountingTranscriber.loads) == (2, 0, 1)
+
+    # other decoding options, or changed audio, are decoded afresh
+    wide = whisper.CachedTranscriber(AsrOptions(beam_size=1), cache)
+    assert wide.transcribe(a).text == "n16000 b1" and wide.misses == 1
+    a2 = a.copy()
+    a2[100] = 1e-3
+    assert again.transcribe(a2).text == "n16000 b5" and again.misses == 1
+
+
+def test_cached_transcriber_skips_a_line_cut_short(tmp_path, monkeypatch):
+    import deid_speech.asr.whisper as whisper
+
+    monkeypatch.setattr(whisper, "Transcriber", _CountingTranscriber)
+    cache = tmp_path / "asr.jsonl"
+    a = np.zeros(1600, np.float32)
+    whisper.CachedTranscriber(AsrOptions(), cache).transcribe(a)
+    cache.write_text(cache.read_text() + '{"model": "x", "audio": "y", "transc')  # interrupted write
+    c = whisper.CachedTranscriber(AsrOptions(), cache)
+    assert c.transcribe(a).text == "n1600 b5" and c.hits == 1
+
+
+def test_cached_transcriber_keys_on_the_model_files(tmp_path, monkeypatch):
+    """A model folder retrained in place has new files: its old transcripts are not reused."""
+    import deid_speech.asr.whisper as whisper
+    from deid_speech.asr.models import ResolvedModel
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "model.bin").write_bytes(b"one")
+    monkeypatch.setattr(whisper, "Transcriber", _CountingTranscriber)
+    monkeypatch.setattr(whisper, "resolve_model", lambda name: ResolvedModel("ct2", folder, "m"))
+    cache = tmp_path / "asr.jsonl"
+    a = np.zeros(1600, np.float32)
+    whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).transcribe(a)
+    assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is not None
+    (folder / "model.bin").write_bytes(b"retrained")
+    assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is None

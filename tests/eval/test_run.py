@@ -147,3 +147,35 @@ def test_systems_share_one_transcript_and_differ_in_detection(manifest: Path) ->
     assert labels["cascade"] == ["EMAIL", "PERSON"] and "EMAIL" in labels["presidio"]
     assert "EMAIL" not in labels["spacy"]  # plain spaCy has no email detector
     assert "[EMAIL_1]" in preds["cascade"].redacted_transcript
+
+
+@pytest.mark.model
+def test_asr_cache_decodes_a_manifest_once_across_evaluations(manifest: Path, tmp_path: Path, monkeypatch) -> None:
+    """`eval --asr-cache`: a second evaluation (another NER model, say) reads every
+    transcript from the cache and scores the same as the first."""
+    import deid_speech.asr.whisper as whisper
+
+    decoded = []
+
+    class CountingAsr(FakeAsr):
+        def __init__(self, options):
+            pass
+
+        def transcribe(self, audio, progress=None):
+            decoded.append(len(audio))
+            return super().transcribe(audio)
+
+    monkeypatch.setattr(whisper, "Transcriber", CountingAsr)
+    noise = np.random.default_rng(0).uniform(-0.01, 0.01, 5 * 16000).astype(np.float32)
+    sf.write(manifest.parent / "audio" / "b.flac", noise, 16000)  # a and b differ now
+    cache = tmp_path / "cache" / "asr.jsonl"
+    results = []
+    for run in ("one", "two"):
+        out = tmp_path / run
+        assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--ner-model", "none",
+                     "--asr-cache", str(cache), "--out-dir", str(out), "--progress", "off"]) == 0
+        results.append(json.loads((out / "results.json").read_text()))
+    assert len(decoded) == 2  # two files, decoded in the first run only
+    assert results[0]["asr_cache"]["decoded"] == 2 and results[0]["asr_cache"]["hits"] == 0
+    assert results[1]["asr_cache"]["decoded"] == 0 and results[1]["asr_cache"]["hits"] == 2
+    assert results[0]["systems"] == results[1]["systems"]
