@@ -58,3 +58,27 @@ def test_train_e2e_cli_lora_without_peft_is_a_one_line_error(tmp_path, clip_reco
     manifest = str(Path(clip_records[0]["audio"]).parent / "manifest.jsonl")
     rc = main(["train", "e2e", "--train", manifest, "--dev", manifest, "--out", str(tmp_path / "o"), "--lora"])
     assert rc == 1 and "peft" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device, backend", [("cpu", "ct2"), ("cuda", "hf")])
+def test_dev_score_decodes_on_the_gpu_with_the_model_itself(monkeypatch, device, backend):
+    """On a GPU the dev score decodes with the training model (no CTranslate2 copy, whose
+    int8 decoding runs on the CPU); on the CPU with the int8 copy that `redact` runs."""
+    from types import SimpleNamespace
+
+    from deid_speech.e2e import train as e2e_train
+    from deid_speech.eval.overlap import OverlapScore
+
+    seen = []
+
+    def fake_score_model(model, processor, records, backend="ct2"):
+        seen.append(backend)
+        return {"agnostic": OverlapScore(), "exact": OverlapScore()}
+
+    class Model:
+        def parameters(self):
+            yield SimpleNamespace(device=SimpleNamespace(type=device))
+
+    monkeypatch.setattr(e2e_train, "score_model", fake_score_model)
+    assert e2e_train.dev_score(Model(), None, []) == pytest.approx(1.01)  # nothing to find, nothing found
+    assert seen == [backend]
