@@ -174,7 +174,7 @@ class _AudioCache:
 
 
 # ----------------------------------------------------------------------------- model
-def _torch_device(device: str):
+def torch_device(device: str):
     import torch
 
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -242,7 +242,7 @@ def load_base(base: str, device: str = "cpu") -> tuple[Any, Any]:
     tokens ``<|en|><|transcribe|><|notimestamps|>``; English-only ones
     ``<|notimestamps|>``."""
     folder = base_folder(base)
-    dev = _torch_device(device)
+    dev = torch_device(device)
     model, processor = load_hf_folder(folder, f"Whisper model {folder}")
     if is_multilingual(model):
         processor.tokenizer.set_prefix_tokens(language="en", task="transcribe", predict_timestamps=False)
@@ -550,7 +550,7 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     ckpt_dir = out / CHECKPOINT
     if not opts.resume:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
-    devc = _torch_device(opts.device)
+    devc = torch_device(opts.device)
     if devc.type == "cpu":
         torch.set_num_threads(opts.threads)
     random.seed(opts.seed)
@@ -845,7 +845,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise DeidError(str(e)) from None
     base_folder(opts.base)  # unknown base: fail before anything heavy
-    _torch_device(opts.device)
+    torch_device(opts.device)
     bar = None
     if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()):
         from tqdm import tqdm

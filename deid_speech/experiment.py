@@ -11,6 +11,7 @@ model scored by ``deid-speech eval`` on the same test sets. The config is TOML (
     seeds = [0]                                # training seeds; mean and spread when several
     systems = ["cascade", "e2e"]               # which models to train and score
     asr_model = "tiny.en"                      # the cascade's ASR
+    device = "cpu"                             # where the e2e model trains and is scored (cuda)
 
     [data]                                     # as in make-dataset (no [[augment]] here)
     seed_dir = "../seed"
@@ -64,6 +65,7 @@ class ExperimentConfig:
     seeds: tuple[int, ...] = (0,)
     systems: tuple[str, ...] = SYSTEMS
     asr_model: str = "tiny.en"
+    device: str = "cpu"  # the e2e model's training and scoring device
     train_args: dict = field(default_factory=dict)  # trainer name -> extra CLI options
 
     @classmethod
@@ -72,7 +74,7 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> "ExperimentConfig":
-        known = {"out_dir", "seeds", "systems", "asr_model", "data", "tts", "arm", "train"}
+        known = {"out_dir", "seeds", "systems", "asr_model", "device", "data", "tts", "arm", "train"}
         if unknown := set(raw) - known:
             raise DeidError(f"unknown config key(s): {', '.join(sorted(unknown))}")
         if "out_dir" not in raw:
@@ -94,10 +96,13 @@ class ExperimentConfig:
         if bad := [s for s in systems if s not in SYSTEMS] or not systems:
             raise DeidError(f"systems: choose from {', '.join(SYSTEMS)} (got {bad or 'none'})")
         seeds = tuple(int(s) for s in raw.get("seeds", [0]))
+        device = str(raw.get("device", "cpu"))
+        if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+            raise DeidError(f"device: cpu or cuda (got {device!r})")
         train = raw.get("train", {})
         if set(train) - {"ner", "e2e"} or not all(isinstance(v, list) for v in train.values()):
             raise DeidError("[train] takes ner = [...] and e2e = [...] (extra command-line options)")
-        return cls(out, data_cfg, arms, seeds or (0,), systems, str(raw.get("asr_model", "tiny.en")),
+        return cls(out, data_cfg, arms, seeds or (0,), systems, str(raw.get("asr_model", "tiny.en")), device,
                    {k: [str(x) for x in v] for k, v in train.items()})
 
     def arm_names(self) -> list[str]:
@@ -220,14 +225,14 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
 
                 def train_model(t=target, m=model, train=train, seed=seed) -> dict:
                     _cli(["train", t, "--train", str(train), "--dev", str(dev), "--out", str(m),
-                          "--seed", str(seed), *(["--asr-model", cfg.asr_model, *asr_cache] if t == "ner" else []), *cfg.train_args.get(t, [])])
+                          "--seed", str(seed), *(["--asr-model", cfg.asr_model, *asr_cache] if t == "ner" else ["--device", cfg.device]), *cfg.train_args.get(t, [])])
                     return _training_record(m)
 
                 steps.run(f"train {target} {arm} seed {seed}", train_model)
                 for test, manifest in tests.items():
                     ev = run_dir / f"eval-{system}-{test}"
                     flag = (["--ner-model", str(model), *asr_cache] if system == "cascade"
-                            else ["--model", str(model)])
+                            else ["--model", str(model), "--device", cfg.device])
                     argv = ["eval", "--manifest", str(manifest), "--system", system, *flag,
                             "--asr-model", cfg.asr_model, "--out-dir", str(ev), *prog]
                     steps.run(f"eval {system} {arm} seed {seed} {test}", lambda argv=argv: _cli(argv))

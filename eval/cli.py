@@ -35,6 +35,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--model", default=None, metavar="DIR",
                    help="the end-to-end model folder for system 'e2e' (`deid-speech train e2e`; "
                         "default: the shipped one, if any)")
+    p.add_argument("--device", default="cpu",
+                   help="where system e2e runs: cpu (its CTranslate2 int8 copy) or cuda (the model "
+                        "itself on the GPU); the cascade's ASR runs on the CPU (default %(default)s)")
     p.add_argument("--aligner", choices=("pocketsphinx", "vosk", "whisper"), default="pocketsphinx",
                    help="times entities that lack them in the manifest")
     p.add_argument("--padding", type=float, default=0.1, help="redaction padding in seconds (0.1)")
@@ -60,11 +63,19 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError("--padding must be between 0 and 2 seconds")
     if args.model is not None and "e2e" not in systems:
         raise DeidError("--model is the end-to-end model: use it with --system e2e")
+    if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
+        raise DeidError(f"--device must be cpu or cuda, got {args.device!r}")
+    if args.device != "cpu" and "e2e" not in systems:
+        raise DeidError("--device is where the e2e model runs: use it with --system e2e")
     e2e = None
     if "e2e" in systems and args.predictions is None:  # load (and validate) the model before the manifest
         from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
 
-        e2e = E2ETagger(E2EOptions(model=args.model or default_model()))
+        if args.device != "cpu":
+            from deid_speech.asr.finetune import torch_device
+
+            torch_device(args.device)  # no GPU: a one-line error, not a torch traceback
+        e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device))
     items = load_manifest(args.manifest, args.aligner, args.limit)
     if not items:
         raise DeidError(f"{args.manifest}: no records")
@@ -88,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         results["asr_cache"] = {"path": str(args.asr_cache), "hits": asr.hits, "decoded": asr.misses}
     if e2e is not None:
         results["e2e_model"] = str(e2e.options.model)
+        results["e2e_device"] = args.device
     results["command"] = "deid-speech " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["eval"] else sys.argv[1:])
     paths = write_results(results, args.out_dir)
     for name, s in results["systems"].items():

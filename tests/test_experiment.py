@@ -91,6 +91,9 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     assert len(cached) == 6 + 12
     assert {c[c.index("--asr-cache") + 1] for c in cached} == {str(out / "cache" / "asr-transcripts.jsonl")}
     assert not any("--asr-cache" in c for c in calls if c not in cached)
+    # the e2e model trains and is scored on the config's device (default cpu)
+    e2e_calls = [c for c in calls if c not in cached]
+    assert e2e_calls and all(c[c.index("--device") + 1] == "cpu" for c in e2e_calls)
     # the arm's training manifest = the seed train + its voiced augmentation, audio paths absolute
     arm_train = [json.loads(x) for x in (out / "arms" / "similar0.3" / "train.jsonl").read_text().splitlines()]
     assert len(arm_train) == 3 + 2 and all(Path(r["audio"]).is_file() for r in arm_train)
@@ -133,6 +136,7 @@ def test_failed_step_stops_and_is_not_recorded(tmp_path: Path, monkeypatch) -> N
     ('out_dir = "x"\n[data]\naugment = []', "no augment"),
     ('out_dir = "x"\n[train]\nner = "--fast"', "[train]"),
     ('out_dir = "x"\nbogus = 1', "unknown config key"),
+    ('out_dir = "x"\ndevice = "tpu"', "device: cpu or cuda"),
 ])
 def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
     p = tmp_path / "e.toml"
@@ -147,7 +151,12 @@ def test_shipped_configs_parse() -> None:
                                  "baseline+diverse0.3", "baseline+diverse0.6"]
     assert small.data.tts.telephone_test and not small.data.augment
     gpu = ExperimentConfig.load(ROOT / "data" / "experiments" / "gpu.toml")
-    assert len(gpu.seeds) == 3 and {a.backend for a in gpu.arms} == {"ollama"}
+    assert len(gpu.seeds) == 3 and {a.backend for a in gpu.arms} == {"ollama"} and gpu.device == "cuda"
+    small_gpu = ExperimentConfig.load(ROOT / "data" / "experiments" / "small-gpu.toml")
+    assert small_gpu.systems == ("e2e",) and small_gpu.device == "cuda"
+    assert (small_gpu.data, small_gpu.arms) == (small.data.__class__(**{**small.data.__dict__,
+                                                                          "out_dir": small_gpu.data.out_dir}),
+                                                small.arms)  # the same data as small.toml
 
 
 def test_summary_means_over_seeds_only_within_a_cell() -> None:

@@ -179,3 +179,18 @@ def test_asr_cache_decodes_a_manifest_once_across_evaluations(manifest: Path, tm
     assert results[0]["asr_cache"]["decoded"] == 2 and results[0]["asr_cache"]["hits"] == 0
     assert results[1]["asr_cache"]["decoded"] == 0 and results[1]["asr_cache"]["hits"] == 2
     assert results[0]["systems"] == results[1]["systems"]
+
+
+def test_device_option_is_checked(manifest: Path, tmp_path: Path, capsys) -> None:
+    import torch
+
+    out = str(tmp_path / "o")
+    assert main(["eval", "--manifest", str(manifest), "--device", "tpu", "--system", "e2e", "--out-dir", out]) == 1
+    assert "--device must be cpu or cuda" in capsys.readouterr().err
+    assert main(["eval", "--manifest", str(manifest), "--device", "cuda", "--out-dir", out]) == 1
+    assert "use it with --system e2e" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert main(["eval", "--manifest", str(manifest), "--device", "cuda", "--system", "e2e",
+                     "--out-dir", out]) == 1
+        err = capsys.readouterr().err
+        assert "CUDA is not available" in err and "Traceback" not in err
