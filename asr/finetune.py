@@ -128,24 +128,19 @@ def load_records(manifest_path: str | os.PathLike, limit: int | None = None) -> 
         p = p / "manifest.jsonl"
     if not p.is_file():
         raise DeidError(f"{p}: no such manifest")
+    from deid_speech.audio import iter_jsonl
+
     rows: list[dict] = []
-    with open(p, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if limit is not None and len(rows) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DeidError(f"{p}:{n}: not JSON ({e.msg})") from None
-            if not isinstance(r, dict) or not isinstance(r.get("audio"), str) or not isinstance(r.get("text"), str):
-                raise DeidError(f"{p}:{n}: record has no 'audio' and 'text'")
-            audio = Path(r["audio"]).expanduser()
-            audio = audio if audio.is_absolute() else (p.parent / audio)
-            if not audio.is_file():
-                raise DeidError(f"{p}:{n}: audio file {audio} not found")
-            rows.append({**r, "audio": str(audio.resolve()), "id": str(r.get("id", f"{p.stem}-{n}"))})
+    for n, r in iter_jsonl(p):
+        if limit is not None and len(rows) >= limit:
+            break
+        if not isinstance(r.get("audio"), str) or not isinstance(r.get("text"), str):
+            raise DeidError(f"{p}:{n}: record has no 'audio' and 'text'")
+        audio = Path(r["audio"]).expanduser()
+        audio = audio if audio.is_absolute() else (p.parent / audio)
+        if not audio.is_file():
+            raise DeidError(f"{p}:{n}: audio file {audio} not found")
+        rows.append({**r, "audio": str(audio.resolve()), "id": str(r.get("id", f"{p.stem}-{n}"))})
     return rows
 
 

@@ -57,8 +57,10 @@ def write_splits(raw_dir: Path, out_dir: Path) -> dict[str, int]:
 
 
 def load_split(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    """The records of a JSONL split (a one-line DeidError for a malformed line)."""
+    from deid_speech.audio import iter_jsonl
+
+    return [row for _, row in iter_jsonl(path)]
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from math import gcd
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -121,6 +122,29 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     except Exception:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """``(line number, record)`` of each non-blank line of a JSONL file (seed splits,
+    manifests, augmentation output); a one-line DeidError naming the file and line for a
+    line that is not a JSON object."""
+    import json
+
+    p = Path(path)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DeidError(f"{p}:{n}: not JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise DeidError(f"{p}:{n}: not a JSON object")
+                yield n, row
+    except UnicodeDecodeError:
+        raise DeidError(f"{p}: not UTF-8 text") from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

@@ -108,33 +108,27 @@ def read_records(path: Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise DeidError(f"{path}: no such file")
+    from deid_speech.audio import iter_jsonl
+
     rows: list[dict] = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DeidError(f"{path}:{n}: not JSONL ({exc.msg})") from None
-            if isinstance(row, dict) and "text" not in row and isinstance(row.get("tagged"), str):
-                try:  # augmentation output: the tagged text only
-                    text, ents = parse_tagged(row["tagged"])
-                except ValueError as exc:
-                    raise DeidError(f"{path}:{n}: bad tagged text ({exc})") from None
-                row = {**row, "text": text, "entities": [e.to_dict() for e in ents]}
-            if not isinstance(row, dict) or not isinstance(row.get("text"), str) \
-                    or not isinstance(row.get("entities", []), list):
-                raise DeidError(f"{path}:{n}: expected a record with 'text' and 'entities' (or 'tagged')")
-            try:
-                for e in row.get("entities", []):
-                    if e["label"] not in LABELS or not 0 <= e["char_start"] < e["char_end"] <= len(row["text"]):
-                        raise ValueError
-            except (KeyError, TypeError, ValueError):
-                raise DeidError(f"{path}:{n}: bad entity (need label in {','.join(LABELS)} and "
-                                "char_start < char_end inside the text)") from None
-            row["_dir"] = str(path.parent)
-            rows.append(row)
+    for n, row in iter_jsonl(path):
+        if "text" not in row and isinstance(row.get("tagged"), str):
+            try:  # augmentation output: the tagged text only
+                text, ents = parse_tagged(row["tagged"])
+            except ValueError as exc:
+                raise DeidError(f"{path}:{n}: bad tagged text ({exc})") from None
+            row = {**row, "text": text, "entities": [e.to_dict() for e in ents]}
+        if not isinstance(row.get("text"), str) or not isinstance(row.get("entities", []), list):
+            raise DeidError(f"{path}:{n}: expected a record with 'text' and 'entities' (or 'tagged')")
+        try:
+            for e in row.get("entities", []):
+                if e["label"] not in LABELS or not 0 <= e["char_start"] < e["char_end"] <= len(row["text"]):
+                    raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise DeidError(f"{path}:{n}: bad entity (need label in {','.join(LABELS)} and "
+                            "char_start < char_end inside the text)") from None
+        row["_dir"] = str(path.parent)
+        rows.append(row)
     if not rows:
         raise DeidError(f"{path}: no records")
     return rows
