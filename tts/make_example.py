@@ -2,7 +2,8 @@
 
 Usage: ``python -m deid_speech.tts.make_example OUT_DIR [--seed N] [--caller VOICE]``
 
-Writes ``OUT_DIR/call.wav`` (16 kHz mono PCM16) and ``OUT_DIR/call.truth.json`` with
+Writes ``OUT_DIR/call.wav`` (16 kHz mono PCM16), ``OUT_DIR/call.manifest.jsonl`` (the call
+as a one-record manifest for ``deid-speech eval``) and ``OUT_DIR/call.truth.json`` with
 the tagged and plain text, every entity's time span and character offsets, and the
 speaker turns. The agent speaks with Piper (joe); the caller with the voice Whisper
 tiny.en transcribed best among the candidates in :data:`CALLER_VOICES`. Every PII
@@ -172,7 +173,15 @@ def write_call(out_dir: str | Path, seed: int = 7, caller: str = DEFAULT_CALLER)
     audio, truth = build_call(seed, caller)
     sf.write(out / "call.wav", np.clip(audio, -1.0, 1.0), TARGET_SR, subtype="PCM_16")
     (out / "call.truth.json").write_text(json.dumps(truth, indent=2) + "\n", encoding="utf-8")
+    (out / "call.manifest.jsonl").write_text(json.dumps(manifest_row(truth)) + "\n", encoding="utf-8")
     return out / "call.wav"
+
+
+def manifest_row(truth: dict) -> dict:
+    """The call as a one-record manifest, so ``deid-speech eval --manifest
+    data/examples/call.manifest.jsonl --system cascade,e2e`` scores any system on it."""
+    return {"id": "call", "audio": truth["file"], "duration": truth["duration"], "text": truth["text"],
+            "tagged": truth["tagged"], "entities": truth["entities"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ are skipped, with the install command as reason, where missing.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,6 +145,14 @@ def test_example_truth_is_consistent(monkeypatch: pytest.MonkeyPatch, tmp_path) 
         assert 0 <= e["start"] < e["end"] <= truth["duration"]
     starts = [t["start"] for t in truth["turns"]]
     assert starts == sorted(starts) and {t["speaker"] for t in truth["turns"]} == {"agent", "caller"}
+    row = json.loads((tmp_path / "call.manifest.jsonl").read_text())
+    assert row["audio"] == "call.wav" and row["entities"] == truth["entities"] and row["text"] == truth["text"]
+
+
+def test_shipped_example_manifest_matches_its_truth() -> None:
+    root = Path(__file__).resolve().parents[2] / "data" / "examples"
+    truth = json.loads((root / "call.truth.json").read_text())
+    assert json.loads((root / "call.manifest.jsonl").read_text()) == make_example.manifest_row(truth)
 
 
 # --- real backends --------------------------------------------------------------------
