@@ -13,7 +13,12 @@ from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_
 from deid_speech.types import LABELS, Span, Transcript
 
 SCHEMA_VERSION = 1
-SYSTEMS = ("cascade", "e2e")
+SYSTEMS = ("cascade", "e2e", "e2e+patterns")
+# systems whose ASR is the end-to-end tagger; e2e+patterns also runs the cascade's
+# spoken-form pattern detectors over the tagger's transcript, a safety net for entities
+# the model tags only in part (on the example call: 36 % of entity audio left audible by
+# the model alone, 4 % with the patterns)
+E2E_SYSTEMS = ("e2e", "e2e+patterns")
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class Redactor:
         """``asr`` (anything with ``name`` and ``transcribe(audio16k, progress)``) and
         ``detectors`` default to Whisper and the cascade's detectors; tests pass fakes."""
         self.config = config
-        if config.system == "e2e":  # one model transcribes and tags: it is both ASR and detector
+        if config.system in E2E_SYSTEMS:  # one model transcribes and tags: it is both ASR and detector
             if asr is None:
                 from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
 
@@ -81,7 +86,11 @@ class Redactor:
             elif detectors is None and not callable(getattr(asr, "detect", None)):
                 raise DeidError("the e2e system's ASR must be the e2e tagger itself (it writes the tags)")
             self.asr = asr
-            self.detectors = detectors if detectors is not None else [asr]
+            if detectors is None:
+                from deid_speech.ner.patterns import PatternDetector
+
+                detectors = [asr] + ([PatternDetector()] if config.system == "e2e+patterns" else [])
+            self.detectors = detectors
             return
         if asr is None:
             from deid_speech.asr.whisper import AsrOptions, Transcriber

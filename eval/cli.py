@@ -61,14 +61,15 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError("--limit must be at least 1")
     if not 0 <= args.padding <= 2:
         raise DeidError("--padding must be between 0 and 2 seconds")
-    if args.model is not None and "e2e" not in systems:
+    uses_e2e = any(s.startswith("e2e") for s in systems)
+    if args.model is not None and not uses_e2e:
         raise DeidError("--model is the end-to-end model: use it with --system e2e")
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
         raise DeidError(f"--device must be cpu or cuda, got {args.device!r}")
-    if args.device != "cpu" and "e2e" not in systems:
+    if args.device != "cpu" and not uses_e2e:
         raise DeidError("--device is where the e2e model runs: use it with --system e2e")
     e2e = None
-    if "e2e" in systems and args.predictions is None:  # load (and validate) the model before the manifest
+    if uses_e2e and args.predictions is None:  # load (and validate) the model before the manifest
         from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
 
         if args.device != "cpu":
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
-        if args.asr_cache is not None and any(s != "e2e" for s in systems):
+        if args.asr_cache is not None and not all(s.startswith("e2e") for s in systems):
             from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
 
             asr = CachedTranscriber(AsrOptions(model=args.asr_model), args.asr_cache)

@@ -23,7 +23,7 @@ from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import TextSpanScore, SPrivCounts, residual_risk, risk_summary, spriv, wer
 from deid_speech.types import EntitySpan, Span, Transcript, Word
 
-SYSTEMS = ("cascade", "presidio", "spacy", "e2e")
+SYSTEMS = ("cascade", "presidio", "spacy", "e2e", "e2e+patterns")
 
 
 @dataclass
@@ -149,25 +149,27 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
                        padding: float = 0.1, ner_model: str | None = None, e2e_model: str | None = None,
                        e2e=None) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
-    (``ner_model``: a trained NER folder added to the cascade). System ``e2e`` is its own
-    ASR: its model (``e2e_model``, default the shipped one; or a ready ``e2e`` tagger)
-    writes a tagged transcript of each item."""
+    (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
+    ``e2e+patterns`` are their own ASR: one end-to-end model (``e2e_model``, default the
+    shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
+    ``e2e+patterns`` also runs the pattern detectors over."""
     from deid_speech.audio import load
-    from deid_speech.pipeline import RedactConfig, Redactor
+    from deid_speech.pipeline import E2E_SYSTEMS, RedactConfig, Redactor
     from deid_speech.redact import RedactOptions, redact_text
 
     redactors = {}
-    for s in systems:  # one ASR model, shared by the transcript-reading systems
-        if s == "e2e":
-            redactors[s] = Redactor(RedactConfig(system="e2e", e2e_model=e2e_model,
+    for s in systems:  # one ASR model, shared by the transcript-reading systems; one e2e tagger
+        if s in E2E_SYSTEMS:
+            redactors[s] = Redactor(RedactConfig(system=s, e2e_model=e2e_model,
                                                  redact=RedactOptions(padding=padding)), asr=e2e)
+            e2e = redactors[s].asr
             continue
         dets, min_score = _detectors(s)
         cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=RedactOptions(padding=padding),
                            ner_model=ner_model if s == "cascade" else None)
         redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
         asr = redactors[s].asr
-    shared = next((r for s, r in redactors.items() if s != "e2e"), None)
+    shared = next((r for s, r in redactors.items() if s not in E2E_SYSTEMS), None)
     for item in items:
         try:
             audio = load(item.audio)
@@ -175,9 +177,10 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
             raise DeidError(f"{item.id}: {exc}") from None
         mono = audio.mono16k()
         tr = shared.asr.transcribe(mono) if shared is not None else None
+        tagged = e2e.transcribe(mono) if e2e is not None else None
         out = {}
         for name, r in redactors.items():
-            t = r.asr.transcribe(mono) if name == "e2e" else tr
+            t = tagged if name in E2E_SYSTEMS else tr
             spans = r.detect(t)
             out[name] = Prediction(spans, t, redact_text(t, spans), padding)
         yield item, audio.duration, out

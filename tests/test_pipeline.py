@@ -121,3 +121,40 @@ def test_unknown_system_or_label_is_a_clear_error():
         RedactConfig(system="magic")
     with pytest.raises(DeidError, match="e2e"):
         Redactor(RedactConfig(system="e2e"), asr=FakeAsr())
+
+
+class FakeTagger(FakeAsr):
+    """Stands in for the e2e model: writes a transcript and tags nothing in it."""
+
+    name = "e2e:fake"
+
+    def transcribe(self, audio, progress=None):
+        self.last = super().transcribe(audio, progress)
+        self.calls = getattr(self, "calls", 0) + 1
+        return self.last
+
+    def detect(self, transcript):
+        assert transcript is self.last
+        return []
+
+
+def test_e2e_plus_patterns_catches_what_the_model_left_untagged(call):
+    from deid_speech.audio import load
+
+    audio = load(call)
+    alone = Redactor(RedactConfig(system="e2e"), asr=FakeTagger()).redact(audio)
+    netted = Redactor(RedactConfig(system="e2e+patterns"), asr=FakeTagger()).redact(audio)
+    assert alone.spans == []
+    assert [s.label for s in netted.spans] == ["PHONE"]
+    assert "[PHONE_1]" in netted.redacted_transcript and "nine" not in netted.redacted_transcript
+
+
+def test_eval_decodes_once_for_both_e2e_systems(call):
+    from deid_speech.eval.run import Item, system_predictions
+
+    tagger = FakeTagger()
+    items = [Item("a", call, TEXT, [], []), Item("b", call, TEXT, [], [])]
+    preds = [p for _, _, p in system_predictions(["e2e", "e2e+patterns"], items, e2e=tagger)]
+    assert tagger.calls == 2  # once per item, not once per system
+    assert all(p["e2e"].transcript is p["e2e+patterns"].transcript for p in preds)
+    assert [len(p["e2e"].spans) for p in preds] == [0, 0] and [len(p["e2e+patterns"].spans) for p in preds] == [1, 1]
