@@ -196,7 +196,7 @@ class CachedTranscriber:
     """A :class:`Transcriber` whose transcripts are kept in a JSONL file, keyed by the
     audio's samples, the model's files and the decoding options, so the same audio is
     decoded once across runs (an experiment scores many NER models on one transcript of
-    each test file). A line cut short by an interrupted run is skipped. The model is loaded
+    each test file). A last line cut short by an interrupted run is dropped. The model is loaded
     only when some audio is not in the cache yet."""
 
     def __init__(self, options: AsrOptions, path: Path):
@@ -209,13 +209,11 @@ class CachedTranscriber:
         self.items: dict[str, dict] = {}
         self.hits = self.misses = 0
         self._transcriber: Transcriber | None = None
-        if self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                try:
-                    d = json.loads(line)
-                    self.items[f"{d['model']}:{d['audio']}"] = d["transcript"]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue
+        from deid_speech.audio import read_jsonl  # drops (and truncates away) a line cut short
+
+        for d in read_jsonl(self.path):
+            if isinstance(d, dict) and {"model", "audio", "transcript"} <= set(d):
+                self.items[f"{d['model']}:{d['audio']}"] = d["transcript"]
 
     @property
     def name(self) -> str:

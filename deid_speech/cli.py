@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from deid_speech.errors import DeidError
-from deid_speech.types import LABELS
+from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS
 
 
 def _labels(value: str) -> tuple[str, ...]:
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(or into --out-dir). Folders are searched for audio files.")
     r.add_argument("inputs", nargs="+", help="audio files (wav/flac/ogg/mp3) or folders")
     r.add_argument("--out-dir", type=Path, help="write outputs here instead of next to the inputs")
-    r.add_argument("--system", choices=("cascade", "e2e", "e2e+patterns"), default="cascade",
+    r.add_argument("--system", choices=SYSTEMS, default="cascade",
                    help="cascade (Whisper + patterns + NER; default), e2e (the end-to-end model alone) "
                         "or e2e+patterns (its tags plus the pattern detectors over its transcript)")
     r.add_argument("--mode", choices=("beep", "silence"), default="beep")
@@ -146,7 +146,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
     from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs
     from deid_speech.redact import RedactOptions
 
-    if args.model is not None and not args.system.startswith("e2e"):
+    if args.model is not None and args.system not in E2E_SYSTEMS:
         raise DeidError("--model is the end-to-end model: use it with --system e2e or e2e+patterns")
     files = collect_inputs(args.inputs)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,

@@ -215,6 +215,7 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
     prog = ["--progress", "on" if progress else "off"]
     # one Whisper transcript per audio file for every NER training and cascade evaluation
     asr_cache = ["--asr-cache", str(out / "cache" / "asr-transcripts.jsonl")]
+    trainer_args = {"ner": ["--asr-model", cfg.asr_model, *asr_cache], "e2e": ["--device", cfg.device]}
     rows = []
     for arm, train in trains.items():
         for seed in cfg.seeds:
@@ -225,7 +226,7 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
 
                 def train_model(t=target, m=model, train=train, seed=seed) -> dict:
                     _cli(["train", t, "--train", str(train), "--dev", str(dev), "--out", str(m),
-                          "--seed", str(seed), *(["--asr-model", cfg.asr_model, *asr_cache] if t == "ner" else ["--device", cfg.device]), *cfg.train_args.get(t, [])])
+                          "--seed", str(seed), *trainer_args[t], *cfg.train_args.get(t, [])])
                     return _training_record(m)
 
                 steps.run(f"train {target} {arm} seed {seed}", train_model)

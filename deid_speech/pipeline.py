@@ -10,15 +10,9 @@ from pathlib import Path
 from deid_speech.audio import EXTENSIONS, Audio, load, save, write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text
-from deid_speech.types import LABELS, Span, Transcript
+from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
 
 SCHEMA_VERSION = 1
-SYSTEMS = ("cascade", "e2e", "e2e+patterns")
-# systems whose ASR is the end-to-end tagger; e2e+patterns also runs the cascade's
-# spoken-form pattern detectors over the tagger's transcript, a safety net for entities
-# the model tags only in part (on the example call: 36 % of entity audio left audible by
-# the model alone, 4 % with the patterns)
-E2E_SYSTEMS = ("e2e", "e2e+patterns")
 
 
 @dataclass(frozen=True)

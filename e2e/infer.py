@@ -162,36 +162,34 @@ class Ct2Decoder:
         tok = processor.tokenizer
         self.prompt = [tok.convert_tokens_to_ids(t) for t in ("<|startoftranscript|>", "<|notimestamps|>")]
 
-    def generate(self, clips: list[np.ndarray], max_new_tokens: int = 220) -> list[str]:
+    def _features(self, clips: list[np.ndarray]):
+        """Whisper log-mel features of ``clips`` as a CTranslate2 StorageView."""
         import ctranslate2
-
-        from deid_speech.e2e.tokens import decode_tagged
 
         feats = self.processor.feature_extractor(list(clips), sampling_rate=MODEL_RATE,
                                                  return_tensors="np").input_features
-        sv = ctranslate2.StorageView.from_array(np.ascontiguousarray(feats, dtype=np.float32))
-        res = self.model.generate(sv, [self.prompt] * len(clips), beam_size=1,
+        return ctranslate2.StorageView.from_array(np.ascontiguousarray(feats, dtype=np.float32))
+
+    def generate(self, clips: list[np.ndarray], max_new_tokens: int = 220) -> list[str]:
+        from deid_speech.e2e.tokens import decode_tagged
+
+        res = self.model.generate(self._features(clips), [self.prompt] * len(clips), beam_size=1,
                                   max_length=max_new_tokens + len(self.prompt))
         return [decode_tagged(self.processor.tokenizer, r.sequences_ids[0]) for r in res]
-
 
     def align_words(self, clip: np.ndarray, text: str) -> Transcript:
         """Word times of ``text`` from the model's cross-attention (CTranslate2 ``align``:
         dynamic time warping over the alignment heads, as faster-whisper's word
         timestamps): a word starts where the path first reaches its first token."""
-        import ctranslate2
-
         words = text.split()
         tok = self.processor.tokenizer
         per_word = [tok.encode(" " + w, add_special_tokens=False) for w in words]
         flat = [i for ids in per_word for i in ids]
         if not flat:
             return Transcript.from_words([])
-        feats = self.processor.feature_extractor([clip], sampling_rate=MODEL_RATE, return_tensors="np").input_features
-        sv = ctranslate2.StorageView.from_array(np.ascontiguousarray(feats, dtype=np.float32))
         n_frames = max(1, min(len(clip) // 160, 3000))
         try:
-            res = self.model.align(sv, self.prompt, [flat], [n_frames])[0]
+            res = self.model.align(self._features([clip]), self.prompt, [flat], [n_frames])[0]
         except (RuntimeError, ValueError) as e:
             raise DeidError(f"cross-attention alignment failed ({e})") from None
         text_idx = np.array([a for a, _ in res.alignments])

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError("--limit must be at least 1")
     if not 0 <= args.padding <= 2:
         raise DeidError("--padding must be between 0 and 2 seconds")
-    uses_e2e = any(s.startswith("e2e") for s in systems)
+    from deid_speech.types import E2E_SYSTEMS
+
+    uses_e2e = any(s in E2E_SYSTEMS for s in systems)
     if args.model is not None and not uses_e2e:
         raise DeidError("--model is the end-to-end model: use it with --system e2e")
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
-        if args.asr_cache is not None and not all(s.startswith("e2e") for s in systems):
+        if args.asr_cache is not None and not all(s in E2E_SYSTEMS for s in systems):
             from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
 
             asr = CachedTranscriber(AsrOptions(model=args.asr_model), args.asr_cache)

@@ -21,9 +21,9 @@ from deid_speech.errors import DeidError
 from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import TextSpanScore, SPrivCounts, residual_risk, risk_summary, spriv, wer
-from deid_speech.types import EntitySpan, Span, Transcript, Word
+from deid_speech.types import E2E_SYSTEMS, EntitySpan, Span, Transcript, Word
 
-SYSTEMS = ("cascade", "presidio", "spacy", "e2e", "e2e+patterns")
+SYSTEMS = ("cascade", "presidio", "spacy", *E2E_SYSTEMS)
 
 
 @dataclass
@@ -154,7 +154,7 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
     shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
     ``e2e+patterns`` also runs the pattern detectors over."""
     from deid_speech.audio import load
-    from deid_speech.pipeline import E2E_SYSTEMS, RedactConfig, Redactor
+    from deid_speech.pipeline import RedactConfig, Redactor
     from deid_speech.redact import RedactOptions, redact_text
 
     redactors = {}
@@ -170,6 +170,7 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
         redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
         asr = redactors[s].asr
     shared = next((r for s, r in redactors.items() if s not in E2E_SYSTEMS), None)
+    tagger = e2e if any(s in E2E_SYSTEMS for s in redactors) else None  # a tagger handed in but unused: idle
     for item in items:
         try:
             audio = load(item.audio)
@@ -177,7 +178,7 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
             raise DeidError(f"{item.id}: {exc}") from None
         mono = audio.mono16k()
         tr = shared.asr.transcribe(mono) if shared is not None else None
-        tagged = e2e.transcribe(mono) if e2e is not None else None
+        tagged = tagger.transcribe(mono) if tagger is not None else None
         out = {}
         for name, r in redactors.items():
             t = tagged if name in E2E_SYSTEMS else tr
