@@ -4,13 +4,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
-APT_PACKAGES := espeak-ng flite
+APT_PACKAGES := espeak-ng flite festival festvox-kdlpc16k
 EXAMPLE := data/examples/call.wav
 # llama-cpp-python builds from source: a portable AVX2 build (a native build picked AMX
 # kernels that crash in this kind of VM)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
 
-.PHONY: demo test test-quick setup system-deps clean bench
+.PHONY: demo test test-quick setup system-deps clean bench benchmark
 
 demo: setup
 	$(VENV)/bin/deid-speech redact $(EXAMPLE) --out-dir out/demo
@@ -26,7 +26,7 @@ test-quick: setup
 setup: system-deps $(STAMP)
 
 system-deps:
-	@missing=""; for b in espeak-ng flite; do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
+	@missing=""; for b in espeak-ng flite text2wave; do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing Debian packages:$$missing"; \
@@ -40,6 +40,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	rm -f $(VENV)/.deps-*
 	touch $(STAMP)
+
+# the unseen-voice benchmark (data/benchmark/README.md): voice it, then score it with `deid-speech eval`
+benchmark: setup
+	$(PY) -m deid_speech.tts.benchmark --out out/benchmark --workers 2
 
 clean:
 	rm -rf out .pytest_cache

@@ -9,6 +9,9 @@ trims each segment's silence, joins them with short random pauses and returns
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
@@ -19,7 +22,8 @@ from deid_speech.audio import frame_rms, resample
 from deid_speech.types import EntitySpan, Span, parse_tagged
 
 TARGET_SR = 16000
-_BACKEND_MODULES = {"piper": "piper", "espeak": "espeak", "flite": "flite", "whisperspeech": "whisperspeech"}
+_BACKEND_MODULES = {"piper": "piper", "espeak": "espeak", "flite": "flite", "festival": "festival",
+                    "whisperspeech": "whisperspeech"}
 
 
 class BackendUnavailable(RuntimeError):
@@ -57,6 +61,40 @@ def get_synthesizer(name: str, **kwargs: object) -> Synthesizer:
     if name not in SYNTHESIZERS:
         raise KeyError(f"unknown synthesizer {name!r}; known: {', '.join(sorted(SYNTHESIZERS))}")
     return SYNTHESIZERS[name](**kwargs)
+
+
+class CommandSynthesizer(Synthesizer):
+    """A command-line synthesizer that reads a text file and writes a WAV file
+    (flite, Festival's text2wave): subclasses give :meth:`command`; the sample rate is
+    probed once (``self.sample_rate = self._run("a")[1]``) and every later call checked
+    against it."""
+
+    @abstractmethod
+    def command(self, text_file: str, wav_file: str) -> list[str]:
+        """The argv that speaks ``text_file`` into ``wav_file``."""
+
+    def synthesize(self, text: str) -> np.ndarray:
+        text = " ".join(text.split())
+        if not text:
+            return np.zeros(0, dtype=np.float32)
+        audio, sr = self._run(text)
+        if sr != self.sample_rate:
+            raise RuntimeError(f"{self.name} returned {sr} Hz, expected {self.sample_rate}")
+        return audio
+
+    def _run(self, text: str, timeout: float = 120) -> tuple[np.ndarray, int]:
+        import soundfile as sf
+
+        with tempfile.TemporaryDirectory(prefix="tts-") as tmp:
+            txt, wav = os.path.join(tmp, "in.txt"), os.path.join(tmp, "out.wav")
+            with open(txt, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+            proc = subprocess.run(self.command(txt, wav), capture_output=True, check=False, timeout=timeout)
+            if proc.returncode != 0 or not os.path.isfile(wav):
+                err = proc.stderr.decode("utf-8", "replace").strip()
+                raise RuntimeError(f"{type(self).__name__} failed: {err or proc.returncode}")
+            audio, sr = sf.read(wav, dtype="float32", always_2d=True)
+        return audio.mean(axis=1).astype(np.float32), int(sr)
 
 
 # --- signal helpers -------------------------------------------------------------------

@@ -176,6 +176,9 @@ POLICIES: dict[str, AugmentPolicy] = {
                           gain_db=(-6.0, 6.0)),
     # every utterance through the 8 kHz mu-law line, nothing else: the telephone test copy
     "telephone": AugmentPolicy(p_telephone=1.0),
+    # the unseen-voice benchmark: about half through the phone line, about half with noise
+    # at 10-20 dB SNR, levels -6..+3 dB; no speed change (the voices' own rates differ)
+    "benchmark": AugmentPolicy(p_noise=0.5, snr_db=(10.0, 20.0), p_telephone=0.5, gain_db=(-6.0, 3.0)),
 }
 
 

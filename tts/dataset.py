@@ -29,7 +29,7 @@ from deid_speech.audio import read_jsonl as read_manifest
 from deid_speech.augment.seed import load_split
 from deid_speech.errors import DeidError
 from deid_speech.tts.base import TARGET_SR, Synthesizer, Utterance, voice_tagged
-from deid_speech.types import Word
+from deid_speech.types import Word, parse_tagged
 from deid_speech.tts.channel import POLICIES, AugmentSpec, normalize_loudness
 from deid_speech.tts.voices import DEFAULT_HELD_OUT, canonical, parse_voice, voices_for_split
 
@@ -82,6 +82,67 @@ def segment_words(utt: Utterance) -> tuple[list[Word], str]:
                             seg.end if i == last else min(seg.end, seg.start + w.end),
                             at + w.char_start, at + w.char_end))
     return out, how
+
+
+def level_speech(utt: Utterance, target_rms: float = 0.08, peak: float = 0.95) -> np.ndarray:
+    """Scale an utterance so its speech has ``target_rms`` (voices differ in loudness)."""
+    speech = np.concatenate([utt.audio[int(p.start * TARGET_SR):int(p.end * TARGET_SR)]
+                             for p in utt.parts if p.source == "speech"])
+    gain = target_rms / max(float(np.sqrt(np.mean(speech**2))), 1e-6)
+    gain = min(gain, peak / max(float(np.abs(utt.audio).max()), 1e-6))
+    return (utt.audio * gain).astype(np.float32)
+
+
+def voice_call(turns: Sequence[tuple[str, str]], synths: dict[str, Synthesizer], rng: np.random.Generator,
+               gap_range: tuple[float, float] = (0.1, 0.35), with_words: bool = False) -> tuple[np.ndarray, dict]:
+    """Voice a multi-turn call: ``turns`` are (speaker, tagged text), ``synths`` a voice per
+    speaker. Each turn is voiced with :func:`voice_tagged`, levelled, and joined to the
+    next with a gap drawn from ``gap_range``. Returns 16 kHz audio and a truth dict: the
+    joined ``text``/``tagged``, ``entities`` (label, start, end, text, char_start,
+    char_end), ``turns`` (speaker, voice, start, end, text) and, ``with_words``, every
+    word's time and offsets (:func:`segment_words`, per turn)."""
+    tagged = " ".join(t for _, t in turns)
+    text, ents = parse_tagged(tagged)
+    chunks: list[np.ndarray] = []
+    entities: list[dict] = []
+    out_turns: list[dict] = []
+    words: list[dict] = []
+    pos = 0  # samples
+    at = 0  # the turn's offset in the joined text
+    for k, (speaker, turn_tagged) in enumerate(turns):
+        if k:
+            gap = np.zeros(int(round(rng.uniform(*gap_range) * TARGET_SR)), dtype=np.float32)
+            chunks.append(gap)
+            pos += len(gap)
+        utt = voice_tagged(turn_tagged, synths[speaker], rng)
+        off = pos / TARGET_SR
+        at = text.index(utt.text, at)
+        speech = [p for p in utt.parts if p.source == "speech"]
+        out_turns.append({"speaker": speaker, "voice": synths[speaker].name,
+                          "start": round(off + speech[0].start, 3),
+                          "end": round(off + speech[-1].end, 3), "text": utt.text})
+        for span in utt.entities:
+            entities.append({"label": span.label, "start": round(off + span.start, 3),
+                             "end": round(off + span.end, 3), "text": span.text})
+        if with_words:
+            words += [{"text": w.text, "start": round(off + w.start, 3), "end": round(off + w.end, 3),
+                       "char_start": at + w.char_start, "char_end": at + w.char_end}
+                      for w in segment_words(utt)[0]]
+        chunks.append(level_speech(utt))
+        pos += len(utt.audio)
+        at += len(utt.text)
+    if len(entities) != len(ents):
+        raise RuntimeError("entity count mismatch between turns and the joined text")
+    for d, e in zip(entities, ents):
+        if text[e.char_start:e.char_end] != d["text"] or e.label != d["label"]:
+            raise RuntimeError(f"entity offsets disagree: {d} vs {e}")
+        d["char_start"], d["char_end"] = e.char_start, e.char_end
+    audio = np.concatenate(chunks)
+    truth = {"duration": round(len(audio) / TARGET_SR, 3), "sample_rate": TARGET_SR, "tagged": tagged,
+             "text": text, "entities": entities, "turns": out_turns}
+    if with_words:
+        truth["words"] = words
+    return audio, truth
 
 
 def record_rngs(seed: int, rid: str) -> list[np.random.Generator]:

@@ -11,12 +11,8 @@ import functools
 import os
 import shutil
 import subprocess
-import tempfile
 
-import numpy as np
-import soundfile as sf
-
-from deid_speech.tts.base import BackendUnavailable, Synthesizer, register
+from deid_speech.tts.base import BackendUnavailable, CommandSynthesizer, register
 
 _INSTALL = "apt-get install -y flite"
 VOICES: tuple[str, ...] = ("kal", "kal16", "awb", "rms", "slt")
@@ -39,7 +35,7 @@ def available_voices(binary: str | None = None) -> tuple[str, ...]:
 
 
 @register("flite")
-class FliteSynthesizer(Synthesizer):
+class FliteSynthesizer(CommandSynthesizer):
     """Flite voice; ``stretch`` > 1 speaks slower, ``f0_mean`` (Hz) shifts pitch.
 
     Flite silently falls back to its default voice for an unknown name, so the name
@@ -68,25 +64,3 @@ class FliteSynthesizer(Synthesizer):
         if self.f0_mean is not None:
             cmd += ["--setf", f"int_f0_target_mean={self.f0_mean}"]
         return cmd + ["-f", text_file, "-o", wav_file]
-
-    def synthesize(self, text: str) -> np.ndarray:
-        text = " ".join(text.split())
-        if not text:
-            return np.zeros(0, dtype=np.float32)
-        audio, sr = self._run(text)
-        if sr != self.sample_rate:
-            raise RuntimeError(f"flite returned {sr} Hz, expected {self.sample_rate}")
-        return audio
-
-    def _run(self, text: str) -> tuple[np.ndarray, int]:
-        with tempfile.TemporaryDirectory(prefix="flite-") as tmp:
-            txt, wav = os.path.join(tmp, "in.txt"), os.path.join(tmp, "out.wav")
-            with open(txt, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-            proc = subprocess.run(self.command(txt, wav), capture_output=True, check=False,
-                                  timeout=120)
-            if proc.returncode != 0 or not os.path.isfile(wav):
-                err = proc.stderr.decode("utf-8", "replace").strip()
-                raise RuntimeError(f"flite failed (voice {self.voice!r}): {err or proc.returncode}")
-            audio, sr = sf.read(wav, dtype="float32", always_2d=True)
-        return audio.mean(axis=1).astype(np.float32), int(sr)

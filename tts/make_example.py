@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from deid_speech.tts.base import TARGET_SR, Synthesizer, Utterance, get_synthesizer, voice_tagged
-from deid_speech.types import parse_tagged
+from deid_speech.tts.base import TARGET_SR, Synthesizer, get_synthesizer
+from deid_speech.tts.dataset import voice_call
 from deid_speech.validators import (
     is_plausible_bank_account,
     is_valid_card,
@@ -117,53 +117,14 @@ def make_voice(spec: tuple[str, dict]) -> Synthesizer:
     return get_synthesizer(backend, **kwargs)
 
 
-def _level(utt: Utterance, target_rms: float = 0.08, peak: float = 0.95) -> np.ndarray:
-    """Scale a turn so its speech has ``target_rms`` (voices differ in loudness)."""
-    speech = np.concatenate([utt.audio[int(p.start * TARGET_SR):int(p.end * TARGET_SR)]
-                             for p in utt.parts if p.source == "speech"])
-    gain = target_rms / max(float(np.sqrt(np.mean(speech**2))), 1e-6)
-    gain = min(gain, peak / max(float(np.abs(utt.audio).max()), 1e-6))
-    return (utt.audio * gain).astype(np.float32)
-
-
 def build_call(seed: int = 7, caller: str = DEFAULT_CALLER,
                gap_range: tuple[float, float] = (0.1, 0.35)) -> tuple[np.ndarray, dict]:
     """Synthesise :data:`TURNS`; return (16 kHz float32 audio, truth dict)."""
     rng = np.random.default_rng(seed)
-    voices = {"agent": make_voice(AGENT_VOICE), "caller": make_voice(CALLER_VOICES[caller])}
-    tagged = " ".join(t for _, t in TURNS)
-    text, ents = parse_tagged(tagged)
-    chunks: list[np.ndarray] = []
-    entities: list[dict] = []
-    turns: list[dict] = []
-    pos = 0  # samples
-    for k, (speaker, turn_tagged) in enumerate(TURNS):
-        if k:
-            gap = np.zeros(int(round(rng.uniform(*gap_range) * TARGET_SR)), dtype=np.float32)
-            chunks.append(gap)
-            pos += len(gap)
-        utt = voice_tagged(turn_tagged, voices[speaker], rng)
-        off = pos / TARGET_SR
-        speech = [p for p in utt.parts if p.source == "speech"]
-        turns.append({"speaker": speaker, "voice": voices[speaker].name,
-                      "start": round(off + speech[0].start, 3),
-                      "end": round(off + speech[-1].end, 3), "text": utt.text})
-        for span in utt.entities:
-            entities.append({"label": span.label, "start": round(off + span.start, 3),
-                             "end": round(off + span.end, 3), "text": span.text})
-        chunks.append(_level(utt))
-        pos += len(utt.audio)
-    if len(entities) != len(ents):
-        raise RuntimeError("entity count mismatch between turns and the joined text")
-    for d, e in zip(entities, ents):
-        if text[e.char_start:e.char_end] != d["text"] or e.label != d["label"]:
-            raise RuntimeError(f"entity offsets disagree: {d} vs {e}")
-        d["char_start"], d["char_end"] = e.char_start, e.char_end
-    audio = np.concatenate(chunks)
-    truth = {"file": "call.wav", "duration": round(len(audio) / TARGET_SR, 3),
-             "sample_rate": TARGET_SR, "seed": seed, "tagged": tagged, "text": text,
-             "entities": entities, "turns": turns}
-    return audio, truth
+    synths = {"agent": make_voice(AGENT_VOICE), "caller": make_voice(CALLER_VOICES[caller])}
+    audio, truth = voice_call(TURNS, synths, rng, gap_range)
+    return audio, {"file": "call.wav", "duration": truth["duration"], "sample_rate": TARGET_SR, "seed": seed,
+                   **{k: truth[k] for k in ("tagged", "text", "entities", "turns")}}
 
 
 def write_call(out_dir: str | Path, seed: int = 7, caller: str = DEFAULT_CALLER) -> Path:

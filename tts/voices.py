@@ -8,6 +8,8 @@ Names (options are comma-separated; a bare number sets the backend's rate knob):
   also the bare number), ``p`` pitch 0-99, ``g`` word gap (10 ms units).
 * ``flite:rms``, ``flite:slt@1.1`` - a Flite voice; the number is the duration
   stretch (>1 slower), ``f120`` sets the mean F0 in Hz.
+* ``festival:ked``, ``festival:ked@1.1`` - a Festival voice (text2wave); the number is
+  the duration stretch. Only the unseen-voice benchmark uses one.
 * ``whisperspeech:default``, ``whisperspeech:/path/to/ref.wav@12`` - WhisperSpeech's
   default speaker or a clone of the clip's voice; the number is characters per second.
   Needs local weights (:mod:`deid_speech.tts.whisperspeech`), so never a default voice.
@@ -32,6 +34,7 @@ _OPTIONS: dict[str, tuple[tuple[str, str, type, float | int | None], ...]] = {
     "piper": (("", "length_scale", float, 1.0), ("p", "pitch", float, 1.0)),
     "espeak": (("s", "speed", int, 160), ("p", "pitch", int, 50), ("g", "word_gap", int, 0)),
     "flite": (("", "stretch", float, 1.0), ("f", "f0_mean", float, None)),
+    "festival": (("", "stretch", float, 1.0),),
     "whisperspeech": (("", "cps", float, 15.0),),
 }
 PIPER_VOICES: tuple[str, ...] = ("joe",)
@@ -47,6 +50,17 @@ DEFAULT_VOICES: tuple[str, ...] = (
     "espeak:en-029+m1@s150",
 )
 DEFAULT_HELD_OUT: tuple[str, ...] = ("piper:joe@1.1,p0.9", "flite:awb", "espeak:en-029+m1@s150")
+# The unseen-voice benchmark (:mod:`deid_speech.tts.benchmark`): voices and settings that no
+# training, dev or test split uses, a dev part to tune on and a test part to quote, with no
+# voice in common. Festival's KED diphone voice is a speaker no other data has; flite's 8 kHz
+# kal diphone voice is the kal speaker at a rate and pitch training never uses. Kokoro voices
+# (and hibari-tts, whose only offline voice is distilled from Kokoro's af_heart) are reserved
+# for independent evaluation and used nowhere.
+BENCHMARK_VOICES: dict[str, tuple[str, ...]] = {
+    "dev": ("espeak:en-gb-x-gbclan+m7@s150,p35", "espeak:en-us+klatt4@s145", "flite:kal@1.1,f150"),
+    "test": ("festival:ked", "festival:ked@1.12", "espeak:en-us-nyc+m5@s165,p45",
+             "espeak:en-gb-x-rp+f2@s155,p65", "espeak:en-gb-x-gbcwmd+f4@s140,p55"),
+}
 
 
 class UnknownVoice(DeidError, ValueError):
@@ -81,8 +95,8 @@ class VoiceSpec:
         try:
             if self.backend == "piper":
                 return get_synthesizer("piper", **kwargs)
-            if self.backend == "flite":
-                return get_synthesizer("flite", voice=self.voice, **kwargs)
+            if self.backend in ("flite", "festival"):
+                return get_synthesizer(self.backend, voice=self.voice, **kwargs)
             if self.backend == "whisperspeech":
                 speaker = None if self.voice == "default" else self.voice
                 return get_synthesizer("whisperspeech", speaker=speaker, **kwargs)
@@ -149,6 +163,19 @@ def voices_for_split(voices: Sequence[str] | None, split: str,
     ``voices=None`` takes the allowed part of :func:`default_voices`. An explicit list
     containing a voice on the wrong side raises :class:`HeldOutVoiceError`.
     """
+    bench = {v for part in BENCHMARK_VOICES.values() for v in canonical(part)}
+    if split.startswith("benchmark-"):
+        part = split.removeprefix("benchmark-")
+        allowed = canonical(BENCHMARK_VOICES.get(part, ()))
+        chosen = allowed if voices is None else canonical(voices)
+        wrong = [v for v in chosen if v not in allowed]
+        if wrong or not chosen:
+            raise HeldOutVoiceError(f"the {split} split is voiced only by {', '.join(allowed) or 'no voice'}"
+                                    + (f", not {', '.join(wrong)}" if wrong else ""))
+        return chosen
+    if voices is not None and (taken := [v for v in canonical(voices) if v in bench]):
+        raise HeldOutVoiceError(f"voice(s) {', '.join(taken)} belong to the unseen-voice benchmark: "
+                                f"no {split} data may use them")
     held_split = split in HELD_OUT_SPLITS
     if voices is None:
         train, held = split_voices(default_voices(), held_out)

@@ -143,7 +143,7 @@ def test_sample_is_deterministic_and_serialisable() -> None:
     assert any(s.telephone for s in specs) and any(s.snr_db is None for s in specs)
     assert all(s.snr_db is None or 5 <= s.snr_db <= 25 for s in specs)
     assert AugmentSpec.sample(np.random.default_rng(0), "none") == AugmentSpec()
-    assert set(POLICIES) == {"none", "light", "full", "telephone"}
+    assert set(POLICIES) == {"none", "light", "full", "telephone", "benchmark"}
     tel = AugmentSpec.sample(np.random.default_rng(3), "telephone")
     assert (tel.telephone, tel.speed, tel.snr_db, tel.gain_db) == (True, 1.0, None, 0.0)
     with pytest.raises(ValueError, match="augment level"):
