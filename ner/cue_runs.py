@@ -1,0 +1,339 @@
+"""Cue-anchored capture: what follows a PII cue is redacted when it could be the entity,
+even when no shape matches because the recogniser garbled it.
+
+A caller who says "my IC is S eight one..." has announced an NRIC; the recogniser may
+then write "S902 for nearly 4 -1 -k" or "K3 to 7, one zero four F", which no validator
+accepts. The cue is the strongest signal left, so this detector trusts it.
+
+Rules (tests in tests/ner/test_cue_runs.py hold them):
+
+1. **Cues** are the label cue words of :data:`deid_speech.ner.patterns.CUES` ("IC",
+   "passport", "card", "plate", "account", "phone", "number", ...) and "email". The run
+   must start within :data:`MAX_LEAD` tokens after the cue; only glue words ("is", "my",
+   "number", "no", "it's", "uh", ...) may stand between.
+2. A **run** is a stretch of tokens each of which could belong to a spoken identifier:
+   a digit or letter, spoken, written or glued ("K3", "4", "-1", "S902", "ess"); a
+   homophone of a digit or letter ("to"/"too" 2, "for" 4, "won" 1, "ate" 8, "tree"/"free"
+   3, "fife" 5, "sex" 6, "heaven" 7, "nein" 9, "why"/"wide" Y, "see" C, "are" R, "you" U,
+   "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a word the recogniser
+   itself doubted (probability under :data:`LOW_PROB`). One other word may stand inside
+   a run when identifier tokens follow it ("81 is the one 47": two words at most, and
+   then only between symbols).
+3. A run ends at a clause boundary: a token ending in ".", "?" or "!" (Whisper's dotted
+   digit groups such as ".1" do not end it), a comma followed by a non-identifier word,
+   a stop word ("and" before a non-identifier, "then", "thanks", "okay", "but", "so", ...),
+   or after :data:`MAX_RUN` tokens.
+4. The run is reported under the cue's label when it holds at least
+   :data:`MIN_SYMBOLS` symbols for that label (phone 4, card 6, account 5, NRIC,
+   passport and plate 3; a glued token such as "L864" counts each of its symbols), at
+   :data:`SCORE` (above the default threshold 0.5, below a shape match). A bare "number"
+   takes the label of the nearest specific cue in the eight tokens before it ("IC ...
+   number"), else the label the run's shape suggests. Look-alike context (a price, a time,
+   an order or block number: the pattern detector's ``NON_PII_BEFORE``/``NON_PII_AFTER``
+   words) vetoes a run, and such a word inside a run ends it.
+5. A self-correction ("sorry", "no wait", "I mean") and words the recogniser doubted do
+   not end a run and use none of its stray-word budget.
+6. **Without a cue**, two shapes are identifiers all the same: a single token that glues
+   letters and at least four digits ("M955722", "9240K", "Pio2548078"; decades, ordinals
+   and units such as "1980s", "15th", "5km" aside), and digit groups that one stray word
+   or a self-correction splits but that hold at least eight digits together ("4933, 7275,
+   47736, I'm 777"). Both at :data:`UNCUED_SCORE`.
+7. **Dates of birth**: after "born", "birth", "birthday" or "DOB", the words up to the
+   clause end (at most eight) when they hold a month, an ordinal or a year.
+8. **Emails**: after an "email" cue, the words from the first non-glue word to the last
+   domain ending (".com", "dot com", ".sg", "x@y.com"), or to the provider or "at" when no
+   ending was heard. Without a cue, a provider name glued to a local part
+   ("JasonTayasgmail") or a provider or dotted word followed by a dotted top-level domain
+   ("iCloud .com", ".tanandsonsmotors .com") anchors an address that extends back over up
+   to three words of local part.
+"""
+from __future__ import annotations
+
+import re
+
+from deid_speech.ner.base import register, span_from_words
+from deid_speech.ner.patterns import CUES, NON_PII_AFTER, NON_PII_BEFORE, cue_label, id_label
+from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
+from deid_speech.spoken import REPEAT_WORDS, clean_token, token_symbols
+from deid_speech.types import Span, Transcript, Word
+
+SCORE = 0.6
+UNCUED_SCORE = 0.55
+LOW_PROB = 0.35
+MAX_LEAD = 5
+MAX_RUN = 24
+MAX_INSIDE = 2
+MIN_SYMBOLS = {"PHONE": 4, "CREDIT_CARD": 6, "BANK_ACCOUNT": 5, "NRIC": 3, "PASSPORT_NUM": 3,
+               "CAR_PLATE": 3, "?": 4}
+# homophones of digits and letter names heard in a number read over a phone line; only
+# inside a cue-anchored run (elsewhere they are ordinary words)
+HOMOPHONES = {
+    "to": "2", "too": "2", "two": "2", "for": "4", "fore": "4", "won": "1", "ate": "8", "eight": "8",
+    "tree": "3", "free": "3", "fife": "5", "sex": "6", "sick": "6", "heaven": "7", "nein": "9",
+    "niner": "9", "oh": "0", "zero": "0", "why": "Y", "wide": "Y", "see": "C", "sea": "C", "are": "R",
+    "you": "U", "ex": "X", "eggs": "X", "ess": "S", "es": "S", "tea": "T", "tee": "T", "pee": "P",
+    "bee": "B", "dee": "D", "gee": "G", "jay": "J", "kay": "K", "el": "L", "em": "M",
+    "en": "N", "queue": "Q", "vee": "V", "it": "8",
+}
+JOINERS = frozenset("dash hyphen - uh um er erm ah hmm space slash".split())
+GLUE = frozenset("is was my the number numbers no no. num it's its it is that's that be will i a an of "
+                 "uh um er erm ah hmm like ya yeah yes ok is: number: you want here his her our their "
+                 "passbook savings current joint card account bank details vehicle car registration plate "
+                 "mobile contact handphone hp visa mastercard amex credit debit ic nric fin passport "
+                 "new old last full".split())
+# a self-correction inside a run does not end it ("five six, no wait, five oh nine")
+CORRECTIONS = frozenset("sorry wait no mean actually correction i i'm".split())
+STOPS = frozenset("then thanks thank okay ok but because cause please yes yeah right "
+                  "can could would should will what when where which who how also".split())
+# a bare "number" is a cue whose label the nearest specific cue before it gives, else the shape
+GENERIC_CUES = frozenset("number no. numbers".split())
+EMAIL_CUES = frozenset("email e-mail emails mail -mail".split())
+PROVIDERS = ("gmail", "hotmail", "yahoo", "outlook", "icloud", "singnet", "protonmail", "starhub", "mail")
+DOMAIN_WORDS = frozenset("com sg net org edu gov co my io biz info".split())
+DATE_CUES = frozenset("born birth birthday dob".split())
+_DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thousand"}
+
+
+def _symbol(word: Word) -> str | None:
+    """The symbols a token could stand for inside a cue-anchored run, or None."""
+    t = clean_token(word.text).lstrip("-–")
+    sym = token_symbols(word.text, word.text)
+    if sym is not None:
+        return sym
+    return HOMOPHONES.get(t)
+
+
+def _ends_clause(word: Word) -> bool:
+    raw = word.text.strip()
+    return raw.endswith(("?", "!")) or (raw.endswith(".") and not raw.startswith(".") and len(raw) > 2)
+
+
+def _stem(t: str) -> str:
+    return re.sub(r"(?<=[a-z]{4})(?:ed|s)$", "", t)  # "accounted", "cards" -> the cue word
+
+
+def _cue_at(tokens: list[str], k: int) -> str | None:
+    t = tokens[k]
+    if t in EMAIL_CUES:
+        return "EMAIL"
+    if t in DATE_CUES:
+        return "DATE"
+    for label, words in CUES.items():
+        if (t in words or _stem(t) in words) and label in MIN_SYMBOLS:
+            return label
+    if t in GENERIC_CUES:
+        for j in range(k - 1, max(-1, k - 9), -1):  # "IC number", "your account ... number"
+            label = _cue_at(tokens, j) if tokens[j] not in GENERIC_CUES else None
+            if label in MIN_SYMBOLS:
+                return label
+        return "?"
+    return None
+
+
+def _is_symbolic(w: Word) -> bool:
+    return _symbol(w) is not None or clean_token(w.text) in REPEAT_WORDS
+
+
+def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> tuple[int, int, str] | None:
+    """(first, last, symbols) of the identifier run starting at or after ``start``."""
+    n = len(words)
+    k = start
+    lead = 0
+    while k < n and lead <= MAX_LEAD:  # skip glue words to the run's first symbol
+        if _is_symbolic(words[k]):
+            break
+        if clean_token(words[k].text) not in GLUE or _ends_clause(words[k]):
+            return None
+        k += 1
+        lead += 1
+    if k >= n or lead > MAX_LEAD:
+        return None
+    first = last = k
+    symbols = ""
+    inside, repeat = 0, 1
+    while k < n and k - first < MAX_RUN:
+        w = words[k]
+        t = clean_token(w.text)
+        if _is_symbolic(w) or (t in JOINERS and symbols):
+            sym = _symbol(w) or ""
+            symbols += sym[:1] * (repeat - 1) + sym
+            repeat = REPEAT_WORDS.get(t, 1)
+            last = k
+            inside = 0
+        elif t in STOPS or t in NON_PII_BEFORE or not t:
+            break  # a look-alike's context word ("unit", "postal") starts something else
+        elif t in CORRECTIONS or w.prob < LOW_PROB:
+            pass  # "no wait", a doubted word: inside the run, no budget used
+        elif inside >= max_inside:
+            break
+        else:
+            inside += 1  # a stray word: kept only if symbols follow
+        # a clause ends the run; so does a comma unless the next two words go on with symbols
+        if _ends_clause(w) or (w.text.rstrip().endswith(",") and not _goes_on(words, k + 1)):
+            break
+        k += 1
+    return first, last, symbols
+
+
+def _goes_on(words: tuple[Word, ...], k: int) -> bool:
+    """Whether symbols follow at ``k`` within two words, self-corrections not counted."""
+    seen = 0
+    while k < len(words) and seen < 2:
+        if _is_symbolic(words[k]):
+            return True
+        seen += clean_token(words[k].text) not in CORRECTIONS
+        k += 1
+    return False
+
+
+def _guess_label(symbols: str) -> str:
+    """The label a run's shape suggests when its cue is only "number"."""
+    digits = sum(c.isdigit() for c in symbols)
+    if symbols[:1].isalpha():
+        return "PASSPORT_NUM" if symbols[0] in "KE" and digits >= 6 else "NRIC" if digits >= 6 else "CAR_PLATE"
+    if digits >= 13:
+        return "CREDIT_CARD"
+    return "PHONE" if 7 <= digits <= 8 and symbols[0] in "689" else "BANK_ACCOUNT"
+
+
+def _vetoed(tokens: list[str], first: int, last: int) -> bool:
+    before = set(tokens[max(0, first - 3): first])
+    after = set(tokens[last + 1: last + 3])
+    return bool(before & NON_PII_BEFORE) or bool(after & NON_PII_AFTER)
+
+
+def _email_after_cue(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
+    """The address after an email cue: from the first word after the glue to its last
+    domain ending (".com", "dot sg", "x@y.com"), or to its provider ("at hotmail") when no
+    ending was heard; None if nothing before the clause end looks like an address."""
+    first = k
+    while first < len(words) and tokens[first] in GLUE | {"address", "id"}:
+        first += 1
+    end = provider = None
+    for j in range(first, min(len(words), first + 14)):
+        t = tokens[j]
+        if t in STOPS or t in ("my", "name"):
+            break
+        if t.lstrip(".") in DOMAIN_WORDS or re.search(r"[a-z0-9][.@][a-z0-9-]+\.(com|sg|net|org|edu|gov)$", t):
+            end = j
+        elif t in ("at", "@") or any(p in t for p in PROVIDERS):
+            provider = j
+        if _ends_clause(words[j]):
+            break
+    last = end if end is not None else provider
+    return (first, last) if last is not None and first <= last else None
+
+
+def _date_after_cue(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
+    """After "born", "birth", "birthday", "DOB": the words up to the clause end (at most
+    eight) when they hold a month name, an ordinal or a year-like number."""
+    first = k
+    while first < len(words) and tokens[first] in GLUE | {"on", "date", "in", "of"}:
+        first += 1
+    last = None
+    for j in range(first, min(len(words), first + 8)):
+        t = tokens[j]
+        if t in STOPS:
+            break
+        if t in _DATE_WORDS or re.fullmatch(r"\d{1,2}(?:st|nd|rd|th)|(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?", t):
+            last = j
+        if _ends_clause(words[j]):
+            break
+    return (first, last) if last is not None else None
+
+
+def _anchored_emails(words: tuple[Word, ...], tokens: list[str]) -> list[tuple[int, int]]:
+    """Addresses anchored on a provider or a dotted TLD, without any cue: "JasonTayasgmail
+    .com", "MELLDA and an iCloud .com", "bookings .tanandsonsmotors .com .sg"."""
+    out = []
+    for k, t in enumerate(tokens):
+        glued = any(p in t and t != p and len(t) > len(p) + 1 for p in PROVIDERS if p != "mail")
+        provider = t in PROVIDERS[:-1]
+        tld_next = k + 1 < len(tokens) and words[k + 1].text.strip().startswith(".") \
+            and tokens[k + 1].lstrip(".") in DOMAIN_WORDS
+        dotted_self = words[k].text.strip().startswith(".") and t.lstrip(".") not in DOMAIN_WORDS \
+            and tld_next
+        if not (glued or ((provider or dotted_self) and tld_next)):
+            continue
+        first = k
+        back = 0
+        while first - 1 >= 0 and back < 3:  # the local part: up to three words back
+            prev = words[first - 1].text.rstrip()
+            if prev.endswith((",", "?", "!")) or (prev.endswith(".") and not prev.startswith(".")) \
+                    or tokens[first - 1] in STOPS or tokens[first - 1] in ("my", "is", "email", "to", "the"):
+                break
+            first -= 1
+            back += 1
+        last = k
+        while last + 1 < len(tokens) and words[last + 1].text.strip().startswith(".") \
+                and tokens[last + 1].lstrip(".") in DOMAIN_WORDS:
+            last += 1
+        out.append((first, last))
+    return out
+
+
+def _glued_id(t: str) -> bool:
+    """A token that glues letters and at least four digits ("M955722", "9240k", "pio2548078"):
+    no word of speech looks like that (decades and ordinals aside)."""
+    return (bool(re.fullmatch(r"[a-z0-9]+", t)) and sum(c.isdigit() for c in t) >= 4 and any(c.isalpha() for c in t)
+            and not re.fullmatch(r"\d+(?:s|st|nd|rd|th|am|pm|km|kg|sqft|mb|gb)", t))
+
+
+@register("cue-runs")
+class CueRunDetector:
+    """Runs after PII cues that could be the announced entity, and provider-anchored emails."""
+
+    name = "cue-runs"
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        words = transcript.words
+        tokens = [clean_token(w.text) for w in words]
+        out: list[Span] = []
+        for k in range(len(words)):
+            label = _cue_at(tokens, k)
+            if label is None:
+                continue
+            if label == "EMAIL":
+                r = _email_after_cue(words, tokens, k + 1)
+                if r:
+                    out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "EMAIL", SCORE, self.name))
+                continue
+            if label == "DATE":
+                r = _date_after_cue(words, tokens, k + 1)
+                if r:
+                    out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "DATE", SCORE, self.name))
+                continue
+            run = _run(words, k + 1)
+            if run is None:
+                continue
+            first, last, symbols = run
+            label = _guess_label(symbols) if label == "?" and symbols else label
+            if label != "?" and len(symbols) >= MIN_SYMBOLS[label] and not _vetoed(tokens, first, last):
+                out.append(span_from_words(transcript, list(words[first:last + 1]), label, SCORE, self.name))
+        out += self._uncued(transcript, tokens)
+        for first, last in _anchored_emails(words, tokens):
+            out.append(span_from_words(transcript, list(words[first:last + 1]), "EMAIL", SCORE, self.name))
+        return out
+
+    def _uncued(self, transcript: Transcript, tokens: list[str]) -> list[Span]:
+        """Without a cue: identifier tokens glued into one word, and digit groups that a
+        stray word or a self-correction splits ("4933, 7275, 47736, I'm 777") but that
+        together hold at least eight digits."""
+        words = transcript.words
+        text_tokens = [w.text for w in words]
+        out: list[Span] = [span_from_words(transcript, [words[k]], id_label(t.upper(), cue_label(text_tokens, k)),
+                                           UNCUED_SCORE, self.name)
+                           for k, t in enumerate(tokens) if _glued_id(t) and not _vetoed(tokens, k, k)]
+        k = 0
+        while k < len(words):
+            if not _is_symbolic(words[k]):
+                k += 1
+                continue
+            first, last, symbols = _run(words, k, max_inside=1)
+            digits = sum(c.isdigit() for c in symbols)
+            bridged = any(not _is_symbolic(w) for w in words[first:last + 1])
+            if digits >= 8 and bridged and not _vetoed(tokens, first, last):
+                out.append(span_from_words(transcript, list(words[first:last + 1]), _guess_label(symbols),
+                                           UNCUED_SCORE, self.name))
+            k = last + 1
+        return out

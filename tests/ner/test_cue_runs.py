@@ -1,0 +1,119 @@
+"""Cue-anchored capture (rules in ner/cue_runs.py): garbled identifiers after a cue are
+redacted under the cue's label; look-alikes after the same cue words stay audible."""
+import pytest
+
+from factories import make_transcript
+from deid_speech.ner.cue_runs import CueRunDetector
+from deid_speech.types import Transcript
+
+DET = CueRunDetector()
+
+
+def found(text: str) -> list[tuple[str, str]]:
+    return [(s.label, s.text) for s in DET.detect(make_transcript(text))]
+
+
+@pytest.mark.parametrize("text,label,value", [
+    ("my passport is K3 to 7, one zero four F okay", "PASSPORT_NUM", "K3 to 7, one zero four F"),
+    ("the plate is for FJD 3361 wide can", "CAR_PLATE", "for FJD 3361 wide"),
+    ("card 4 .1 to 7 .3 it and 5 .0 9 2 then expiry", "CREDIT_CARD", "4 .1 to 7 .3 it and 5 .0 9 2"),
+    ("my IC is S902 for nearly 4 -1 -k.", "NRIC", "S902 for nearly 4 -1 -k"),
+    ("phone number 81 is the one 47 behind 22", "PHONE", "81 is the one 47 behind 22"),
+    ("my account number is uh oh two seven, one two tree four five six", "BANK_ACCOUNT",
+     "oh two seven, one two tree four five six"),
+    ("IC number ess nine eight sex won too tree four dee", "NRIC", "ess nine eight sex won too tree four dee"),
+    ("plate number S K V one two three four Z", "CAR_PLATE", "S K V one two three four Z"),
+])
+def test_garbled_run_after_a_cue_is_captured_under_the_cue_label(text, label, value):
+    assert (label, value) in found(text)
+
+
+def test_low_probability_words_extend_a_cued_run():
+    tr = Transcript.from_words([("my", 0, .2, .9), ("IC", .2, .4, .9), ("is", .4, .5, .9), ("S", .5, .7, .9),
+                                ("nain", .7, .9, .2), ("ate", .9, 1.1, .8), ("won", 1.1, 1.3, .7),
+                                ("blah", 1.3, 1.5, .1), ("D", 1.5, 1.7, .8), ("okay", 1.8, 2.0, .9)])
+    spans = DET.detect(tr)
+    assert [(s.label, s.start, s.end) for s in spans] == [("NRIC", .5, 1.7)]
+
+
+@pytest.mark.parametrize("text", [
+    "my card will be sent to you in two weeks",
+    "the card fee is twelve ninety only",
+    "call me at four pm can",
+    "your account has been updated, thank you",
+    "plate number I not sure lah, can check later",
+    "my IC is with my mother, she keep it",
+    "the phone cost three hundred and fifty dollars",
+    "account opened on the fifth, then can use",
+    "card one two",
+    "the passport photo must be taken at the shop",
+])
+def test_cue_words_followed_by_ordinary_speech_or_look_alikes_stay_audible(text):
+    assert found(text) == []
+
+
+@pytest.mark.parametrize("text,value", [
+    ("email is JasonTayasgmail .com thanks", "JasonTayasgmail .com"),
+    ("I'm using MELLDA and an iCloud .com", "MELLDA and an iCloud .com"),
+    ("send to bookings .tanandsonsmotors .com .sg", "bookings .tanandsonsmotors .com .sg"),
+    ("my email is kay lim at hotmail dot com okay", "kay lim at hotmail dot com"),
+    ("email address wei ming dot tan gmail dot com", "wei ming dot tan gmail dot com"),
+])
+def test_emails_anchored_on_a_provider_or_a_dotted_domain(text, value):
+    assert ("EMAIL", value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I will email you the form later",
+    "check your gmail lah",
+    "the website is not working",
+])
+def test_email_words_without_an_address_stay_audible(text):
+    assert found(text) == []
+
+
+@pytest.mark.parametrize("text,label,value", [
+    ("bank account is 988 -4, 552 -56, no wait, 509, ya correct", "BANK_ACCOUNT", "988 -4, 552 -56, no wait, 509"),
+    ("your 8th number is s double o for double 731, right?", "NRIC", "s double o for double 731"),
+    ("my IC number, uh, is S, nine one, sorry, nine two three four five six A", "NRIC",
+     "S, nine one, sorry, nine two three four five six A"),
+    ("my car is L864, already got dashcam", "CAR_PLATE", "L864"),
+    ("in the line 6, 6, 6, so 7, 2, 4, 5, all before", "PHONE", "6, 6, 6, so 7, 2, 4, 5"),
+    ("salary accounted for it, 4 .5 .4 .5 .4 .2", "BANK_ACCOUNT", "for it, 4 .5 .4 .5 .4 .2"),
+])
+def test_cued_runs_survive_self_corrections_commas_and_glued_tokens(text, label, value):
+    assert (label, value) in found(text)
+
+
+@pytest.mark.parametrize("text,label,value", [
+    ("3, 4, 4, 9, I'm 7, 1, 6, 6, 4, I'm 8, 8, 3, 2 just", "CREDIT_CARD", "3, 4, 4, 9, I'm 7, 1, 6, 6, 4, I'm 8, 8, 3, 2"),
+    ("4933, 7275, 47736, I'm 777.", "CREDIT_CARD", "4933, 7275, 47736, I'm 777"),
+    ("give me M955722 to find you", "NRIC", "M955722"),
+    ("I have a 9240K. It's heavy", "CAR_PLATE", "9240K"),
+])
+def test_uncued_identifiers_glued_or_split_by_a_stray_word_are_captured(text, label, value):
+    assert (label, value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "the bus 190 and 961 come every 10 minutes",
+    "block 123 unit 05 13 postal 640721",
+    "we moved here in the 1980s lah",
+    "the 15th floor, 5km away, 2024 model",
+    "order 4455 and 6677 already shipped",
+    "price is 1290 or 1350 dollars",
+])
+def test_uncued_look_alikes_stay_audible(text):
+    assert found(text) == []
+
+
+@pytest.mark.parametrize("text,value", [
+    ("she born on the top of January 2015, so she qualified", "top of January 2015"),
+    ("date of birth is 6th October 1979.", "6th October 1979"),
+])
+def test_date_after_a_birth_cue_is_captured(text, value):
+    assert ("DATE", value) in found(text)
+
+
+def test_birth_cue_without_a_date_stays_audible():
+    assert found("she was born here, grew up in Tampines") == []
