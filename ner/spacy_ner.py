@@ -41,7 +41,7 @@ DATE_RX = re.compile(
     r"|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})\b",
     re.IGNORECASE)
 # what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
-_CALENDAR = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
+CALENDAR_RX = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
                        r"(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b", re.IGNORECASE)
 
 TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
@@ -204,7 +204,7 @@ class SpacyDetector:
             if ent.label_ == "PERSON" and not _not_a_name(ent.text):
                 a, b = self._extend_name(text, ent.start_char, ent.end_char)
                 add(a, b, "PERSON", 0.8, self.name)
-            elif ent.label_ == "DATE" and _CALENDAR.search(ent.text):
+            elif ent.label_ == "DATE" and CALENDAR_RX.search(ent.text):
                 add(ent.start_char, ent.end_char, "DATE", 0.8, self.name)
         for a, b in self._proper_noun_runs(doc):
             add(a, b, "PERSON", 0.55, "propn")

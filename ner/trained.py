@@ -31,12 +31,17 @@ def symbol_count(text: str) -> int:
 
 def plausible(label: str, text: str) -> bool:
     """Enough symbols for a number-like label; a PERSON without words that are not names
-    in call-centre speech ("Merlin Bank", "okay", the lists of the spaCy detector)."""
+    in call-centre speech ("Merlin Bank", "okay", the lists of the spaCy detector); a DATE
+    that names a calendar day or year (the spaCy detector's rule: "10 of clubs" is none)."""
     if label == "PERSON":
         from deid_speech.ner.spacy_ner import NOT_NAME_WORDS, NOT_NAMES
 
         words = [w.strip(".,!?;:'\"").lower() for w in text.split()]
         return not any(w in NOT_NAME_WORDS for w in words) and not all(w in NOT_NAMES for w in words)
+    if label == "DATE":
+        from deid_speech.ner.spacy_ner import CALENDAR_RX
+
+        return bool(CALENDAR_RX.search(text))
     need = MIN_SYMBOLS.get(label)
     return need is None or symbol_count(text) >= need
 

@@ -21,3 +21,14 @@ def test_missing_shipped_model_is_named(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(trained, "SHIPPED", tmp_path / "gone")
     with pytest.raises(DeidError, match="--ner-model none"):
         trained.resolve_ner_model("default")
+
+
+@pytest.mark.parametrize("label,text,ok", [
+    ("DATE", "10 of clubs", False), ("DATE", "seven of hearts", False),
+    ("DATE", "twelfth of March", True), ("DATE", "1987", True), ("DATE", "3/12/1987", True),
+    ("BANK_ACCOUNT", "33 -4 -692", True), ("PHONE", "nine one", False),
+])
+def test_trained_ner_hits_must_be_plausible_for_their_label(label, text, ok):
+    from deid_speech.ner.trained import plausible
+
+    assert plausible(label, text) is ok
