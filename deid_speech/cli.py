@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", default=None, metavar="DIR",
                    help="the end-to-end model folder for --system e2e (`deid-speech train e2e`; "
                         "default: the shipped one, if any)")
+    r.add_argument("--verify", action="store_true",
+                   help="a second opinion: the e2e model decodes what the cascade leaves audible and "
+                        "what it finds is redacted too (costs about twice the decoding time)")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
@@ -151,7 +154,8 @@ def cmd_redact(args: argparse.Namespace) -> int:
     files = collect_inputs(args.inputs)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
                           redact=RedactOptions(mode=args.mode, padding=args.padding),
-                          spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model)
+                          spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
+                          verify=args.verify)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     return redact_many(Redactor(config), files, args.out_dir, show)
 

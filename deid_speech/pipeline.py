@@ -25,10 +25,13 @@ class RedactConfig:
     ner_model: str | None = "default"  # trained NER in the cascade: shipped models/ner, a folder, or None
     e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
     min_score: float = 0.5
+    verify: bool = False  # a second opinion: the e2e model decodes what is still audible (cascade only)
 
     def __post_init__(self) -> None:
         if self.system not in SYSTEMS:
             raise DeidError(f"unknown system {self.system!r}; choose from {', '.join(SYSTEMS)}")
+        if self.verify and self.system != "cascade":
+            raise DeidError("--verify checks the cascade's redaction with the e2e model: use it with --system cascade")
         bad = [x for x in self.labels if x not in LABELS]
         if bad or not self.labels:
             raise DeidError(f"unknown label(s) {', '.join(bad) or '(none given)'}; "
@@ -42,6 +45,7 @@ class RedactResult:
     transcript: Transcript
     redacted_transcript: str
     uncovered: list[tuple[float, float]] = field(default_factory=list)
+    verification: dict | None = None  # {"by": verifier, "added": n} when --verify ran
 
     def to_json(self, file: str, config: RedactConfig, asr_name: str) -> dict:
         return {
@@ -61,6 +65,8 @@ class RedactResult:
             "redacted_transcript": self.redacted_transcript,
             # speech-like audio that no transcribed word covers: it was not checked for PII
             "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
+            # the second opinion (--verify): which decoder re-read the audible audio, spans it added
+            "verified": self.verification,
             "words": [w.to_dict() for w in self.transcript.words],
         }
 
@@ -77,10 +83,20 @@ def spoken_form_detectors() -> list:
 class Redactor:
     """Loads the ASR model and detectors once; redacts many files."""
 
-    def __init__(self, config: RedactConfig = RedactConfig(), asr=None, detectors=None):
+    def __init__(self, config: RedactConfig = RedactConfig(), asr=None, detectors=None, verifier=None):
         """``asr`` (anything with ``name`` and ``transcribe(audio16k, progress)``) and
-        ``detectors`` default to Whisper and the cascade's detectors; tests pass fakes."""
+        ``detectors`` default to Whisper and the cascade's detectors; ``verifier`` (anything
+        with ``name`` and ``run(audio16k) -> (Transcript, spans)``) defaults to the shipped
+        e2e model when ``config.verify``; tests pass fakes."""
         self.config = config
+        self.verifier = None
+        if config.verify:
+            if verifier is None:
+                from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
+
+                verifier = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
+            self.verifier = verifier
+            self._verify_detectors = spoken_form_detectors()
         if config.system in E2E_SYSTEMS:  # one model transcribes and tags: it is both ASR and detector
             if asr is None:
                 from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
@@ -126,14 +142,41 @@ class Redactor:
         keep = [s for s in found if s.label in self.config.labels and s.score >= self.config.min_score]
         return place_spans(merge_spans(keep), transcript)
 
+    def verify(self, mono, spans: list[Span]) -> list[Span]:
+        """A second opinion on what the redaction leaves audible: silence every redacted
+        region (with its padding), let the verifier (the e2e model: another decoder, trained
+        on other audio) decode and tag the rest, run the spoken-form detectors over its
+        transcript, and return the spans it finds that reach beyond the first redaction."""
+        from deid_speech.eval.leak import covered, union
+        from deid_speech.ner.base import merge_spans
+
+        pad = self.config.redact.padding
+        regions = union([(max(0.0, s.start - pad), s.end + pad) for s in spans])
+        audible = mono.copy()
+        for a, b in regions:
+            audible[int(a * 16000): int(b * 16000)] = 0.0
+        transcript, tagged = self.verifier.run(audible)
+        found = list(tagged) + [s for d in self._verify_detectors for s in d.detect(transcript)]
+        keep = [s for s in found if s.label in self.config.labels and s.score >= self.config.min_score]
+        return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
+                for s in place_spans(merge_spans(keep), transcript)
+                if s.duration - covered(s.start, s.end, regions) > 0.05]
+
     def redact(self, audio: Audio, progress=None) -> RedactResult:
         from deid_speech.asr.whisper import uncovered_speech
+        from deid_speech.ner.base import merge_spans
 
         mono = audio.mono16k()
         transcript = self.asr.transcribe(mono, progress=progress)
         spans = self.detect(transcript)
+        verification = None
+        if self.verifier is not None:
+            added = self.verify(mono, spans)
+            verification = {"by": self.verifier.name, "added": len(added)}
+            spans = merge_spans(spans + added)
         return RedactResult(redact_audio(audio, spans, self.config.redact), spans, transcript,
-                            redact_text(transcript, spans), uncovered_speech(mono, 16000, transcript.words))
+                            redact_text(transcript, spans), uncovered_speech(mono, 16000, transcript.words),
+                            verification)
 
 
 def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError("--padding must be between 0 and 2 seconds")
     from deid_speech.types import E2E_SYSTEMS
 
-    uses_e2e = any(s in E2E_SYSTEMS for s in systems)
+    uses_e2e = any(s in E2E_SYSTEMS or s == "cascade+verify" for s in systems)
     if args.model is not None and not uses_e2e:
         raise DeidError("--model is the end-to-end model: use it with --system e2e")
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):

@@ -23,7 +23,7 @@ from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import TextSpanScore, SPrivCounts, residual_risk, risk_summary, spriv, wer
 from deid_speech.types import E2E_SYSTEMS, EntitySpan, Span, Transcript, Word
 
-SYSTEMS = ("cascade", "presidio", "spacy", *E2E_SYSTEMS)
+SYSTEMS = ("cascade", "cascade+verify", "presidio", "spacy", *E2E_SYSTEMS)
 
 
 @dataclass
@@ -158,7 +158,13 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
     from deid_speech.redact import RedactOptions, redact_text
 
     redactors = {}
+    verifying = None  # cascade+verify: the cascade's spans, then the e2e model's second opinion
     for s in systems:  # one ASR model, shared by the transcript-reading systems; one e2e tagger
+        if s == "cascade+verify":
+            verifying = Redactor(RedactConfig(asr_model=asr_model, ner_model=ner_model, e2e_model=e2e_model,
+                                              redact=RedactOptions(padding=padding), verify=True), asr=asr, verifier=e2e)
+            asr, e2e = verifying.asr, verifying.verifier
+            continue
         if s in E2E_SYSTEMS:
             redactors[s] = Redactor(RedactConfig(system=s, e2e_model=e2e_model,
                                                  redact=RedactOptions(padding=padding)), asr=e2e)
@@ -169,7 +175,7 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
                            ner_model=ner_model if s == "cascade" else None)
         redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
         asr = redactors[s].asr
-    shared = next((r for s, r in redactors.items() if s not in E2E_SYSTEMS), None)
+    shared = next((r for s, r in redactors.items() if s not in E2E_SYSTEMS), verifying)
     tagger = e2e if any(s in E2E_SYSTEMS for s in redactors) else None  # a tagger handed in but unused: idle
     for item in items:
         try:
@@ -184,6 +190,10 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
             t = tagged if name in E2E_SYSTEMS else tr
             spans = r.detect(t)
             out[name] = Prediction(spans, t, redact_text(t, spans), padding)
+        if verifying is not None:
+            first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
+            spans = sorted(first + verifying.verify(mono, first))
+            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), padding)
         yield item, audio.duration, out
 
 

@@ -158,3 +158,47 @@ def test_eval_decodes_once_for_both_e2e_systems(call):
     assert tagger.calls == 2  # once per item, not once per system
     assert all(p["e2e"].transcript is p["e2e+patterns"].transcript for p in preds)
     assert [len(p["e2e"].spans) for p in preds] == [0, 0] and [len(p["e2e+patterns"].spans) for p in preds] == [1, 1]
+
+
+class FakeVerifier:
+    """A second decoder: hears a card number the first transcript lost, after the phone."""
+    name = "fake-e2e"
+
+    def __init__(self):
+        self.heard = None
+
+    def run(self, audio, progress=None):
+        self.heard = audio.copy()
+        tr = make_transcript("the card is four five three two one one five two eight eight zero four six seven one "
+                             "two", word_dur=0.25, gap=0.02, t0=5.0)
+        return tr, []
+
+
+def test_verify_silences_the_redaction_decodes_the_rest_and_adds_what_it_finds(tmp_path):
+    call = tmp_path / "long.flac"
+    sf.write(call, tone(10.0, 44100, channels=2), 44100, format="FLAC", subtype="PCM_16")
+    ver = FakeVerifier()
+    r = Redactor(RedactConfig(verify=True), asr=FakeAsr(), detectors=[PatternDetector()], verifier=ver)
+    audio_out, json_out, result = redact_file(r, call, None, {call.resolve()})
+    d = json.loads(json_out.read_text())
+    assert d["verified"] == {"by": "fake-e2e", "added": 1}
+    labels = sorted(s["label"] for s in d["spans"])
+    assert labels == ["CREDIT_CARD", "PHONE"] and any("verify" in s["source"] for s in d["spans"])
+    phone = next(s for s in d["spans"] if s["label"] == "PHONE")
+    a, b = int((phone["start"] - 0.1) * 16000) + 1, int((phone["end"] + 0.1) * 16000) - 1
+    assert not ver.heard[a:b].any() and ver.heard[: a - 800].any()  # the redacted phone was not re-read
+    card = next(s for s in d["spans"] if s["label"] == "CREDIT_CARD")
+    x, _ = sf.read(call)
+    y, _ = sf.read(audio_out)
+    k = int((card["start"] + card["end"]) / 2 * 44100)
+    assert not np.allclose(x[k:k + 100], y[k:k + 100])  # the card the verifier found is beeped
+
+
+def test_verify_is_refused_for_the_e2e_systems():
+    with pytest.raises(DeidError, match="--verify checks the cascade"):
+        RedactConfig(system="e2e", verify=True)
+
+
+def test_without_verify_the_json_says_so(call):
+    _, json_out, _ = redact_file(redactor(), call, None, {call.resolve()})
+    assert json.loads(json_out.read_text())["verified"] is None

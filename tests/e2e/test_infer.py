@@ -60,10 +60,11 @@ def test_fallback_times_the_words_and_the_entity_is_widened():
     win = [Window(2.0, 9.0, "call [PHONE] nine eight [PHONE] ok")]
     tr, spans = place(win, audio, failing_aligner, even_aligner)
     assert [round(w.start, 2) for w in tr.words] == [round(w.start + 2.0, 2) for w in even_aligner(audio[:7 * 16000], tr.text).words]
-    assert [(s.start, s.end) for s in spans] == [(2.0, 9.0)]  # default: the whole window
-    _, spans = place(win, audio, failing_aligner, even_aligner, unsure_pad=0.5)
-    nine = even_aligner(audio[:7 * 16000], tr.text).words[1]
-    assert spans[0].start == pytest.approx(2.0 + nine.start - 0.5)
+    nine, eight = even_aligner(audio[:7 * 16000], tr.text).words[1:3]
+    # default: widened by 0.5 s, not the whole window
+    assert [(s.start, s.end) for s in spans] == [pytest.approx((2.0 + nine.start - 0.5, 2.0 + eight.end + 0.5))]
+    _, spans = place(win, audio, failing_aligner, even_aligner, unsure_pad=None)
+    assert [(s.start, s.end) for s in spans] == [(2.0, 9.0)]  # None: the whole window
 
 
 def test_speech_that_no_word_covers_is_decoded_again():
