@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the end-to-end model folder for --system e2e (`deid-speech train e2e`; "
                         "default: the shipped one, if any)")
     r.add_argument("--verify", action="store_true",
-                   help="a second opinion: the e2e model decodes what the cascade leaves audible and "
-                        "what it finds is redacted too (costs about twice the decoding time)")
+                   help="a second opinion: the e2e model transcribes what the cascade leaves audible, the "
+                        "cascade's detectors read that transcript, and what they find is redacted too")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")

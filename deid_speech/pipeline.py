@@ -25,7 +25,7 @@ class RedactConfig:
     ner_model: str | None = "default"  # trained NER in the cascade: shipped models/ner, a folder, or None
     e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
     min_score: float = 0.5
-    verify: bool = False  # a second opinion: the e2e model decodes what is still audible (cascade only)
+    verify: bool = False  # a second opinion: the e2e model transcribes what is still audible (cascade only)
 
     def __post_init__(self) -> None:
         if self.system not in SYSTEMS:
@@ -96,7 +96,6 @@ class Redactor:
 
                 verifier = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
             self.verifier = verifier
-            self._verify_detectors = spoken_form_detectors()
         if config.system in E2E_SYSTEMS:  # one model transcribes and tags: it is both ASR and detector
             if asr is None:
                 from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
@@ -145,22 +144,20 @@ class Redactor:
     def verify(self, mono, spans: list[Span]) -> list[Span]:
         """A second opinion on what the redaction leaves audible: silence every redacted
         region (with its padding), let the verifier (the e2e model: another decoder, trained
-        on other audio) decode and tag the rest, run the spoken-form detectors over its
-        transcript, and return the spans it finds that reach beyond the first redaction."""
+        on other audio) transcribe the rest, run this redactor's detectors over that
+        transcript, and return the spans that reach beyond the first redaction. The
+        verifier's own entity tags are not used: on the benchmark's dev part they beeped
+        41 % of the other speech (its transcript through the detectors: 30 %)."""
         from deid_speech.eval.leak import covered, union
-        from deid_speech.ner.base import merge_spans
 
         pad = self.config.redact.padding
         regions = union([(max(0.0, s.start - pad), s.end + pad) for s in spans])
         audible = mono.copy()
         for a, b in regions:
             audible[int(a * 16000): int(b * 16000)] = 0.0
-        transcript, tagged = self.verifier.run(audible)
-        found = list(tagged) + [s for d in self._verify_detectors for s in d.detect(transcript)]
-        keep = [s for s in found if s.label in self.config.labels and s.score >= self.config.min_score]
+        transcript, _ = self.verifier.run(audible)
         return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
-                for s in place_spans(merge_spans(keep), transcript)
-                if s.duration - covered(s.start, s.end, regions) > 0.05]
+                for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
 
     def redact(self, audio: Audio, progress=None) -> RedactResult:
         from deid_speech.asr.whisper import uncovered_speech
