@@ -66,6 +66,7 @@ class LeakCounts:
     other_speech_s: float = 0.0
     over_redacted_s: float = 0.0
     fractions: list[tuple[str, float]] = field(default_factory=list)  # (label, leaked share) per entity
+    by_label: dict[str, list[float]] = field(default_factory=dict)  # label -> [entity s, leaked s]
 
     def add(self, truth: Sequence[Span], redacted: Sequence[Interval], speech: Sequence[Interval],
             tolerance: float = 0.05) -> "LeakCounts":
@@ -79,6 +80,9 @@ class LeakCounts:
             mine.n_entities += 1
             mine.n_leaky += gap > tolerance
             mine.fractions.append((t.label, gap / t.duration if t.duration and gap > tolerance else 0.0))
+            acc = mine.by_label.setdefault(t.label, [0.0, 0.0])
+            acc[0] += t.duration
+            acc[1] += gap
         other = subtract(speech, [(t.start, t.end) for t in truth])
         mine.other_speech_s = sum(b - a for a, b in other)
         mine.over_redacted_s = sum(covered(a, b, regions) for a, b in other)
@@ -93,6 +97,10 @@ class LeakCounts:
         self.other_speech_s += o.other_speech_s
         self.over_redacted_s += o.over_redacted_s
         self.fractions += o.fractions
+        for label, (e, g) in o.by_label.items():
+            acc = self.by_label.setdefault(label, [0.0, 0.0])
+            acc[0] += e
+            acc[1] += g
         return self
 
     @property
@@ -111,4 +119,5 @@ class LeakCounts:
         return {"leaked_duration": round(self.leaked_duration, 4), "leaky_entities": round(self.leaky_entities, 4),
                 "over_redaction": round(self.over_redaction, 4), "entity_s": round(self.entity_s, 2),
                 "leaked_s": round(self.leaked_s, 2), "n_entities": self.n_entities, "n_leaky": self.n_leaky,
-                "other_speech_s": round(self.other_speech_s, 2), "over_redacted_s": round(self.over_redacted_s, 2)}
+                "other_speech_s": round(self.other_speech_s, 2), "over_redacted_s": round(self.over_redacted_s, 2),
+                "per_label": {k: round(g / e, 4) if e else 0.0 for k, (e, g) in sorted(self.by_label.items())}}

@@ -36,12 +36,17 @@ def markdown(results: dict) -> str:
                    f"{_pct(s['spriv']['spriv'])} | {_pct(s['wer'])} | {r['mean']:.2f} ± {r['std']:.2f} | "
                    f"{'yes' if r['passed'] else 'no'} |")
     for name, s in systems.items():
-        out += ["", f"## {name}: per label (label-exact timestamp overlap)", "",
-                "| label | n true | n pred | P | R | F1 |", "|---|---:|---:|---:|---:|---:|"]
+        out += ["", f"## {name}: per label (label-exact timestamp overlap; recall whatever the label; leak)", "",
+                "| label | n true | n pred | P | R | F1 | R any label | leaked time % |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        agnostic = s["timestamp_overlap"]["per_label"]
+        leak = s["audio_leak"].get("per_label", {})
         for label, c in _per_label(s).items():
             p = _pct(c["precision"]) if c["n_pred"] else "–"  # no predictions: precision undefined
+            r_any = _pct(agnostic[label]["recall"]) if label in agnostic and agnostic[label]["n_true"] else "–"
+            lk = _pct(leak[label]) if label in leak else "–"
             out.append(f"| {label} | {c['n_true']} | {c['n_pred']} | {p} | "
-                       f"{_pct(c['recall'])} | {_pct(c['f1'])} |")
+                       f"{_pct(c['recall'])} | {_pct(c['f1'])} | {r_any} | {lk} |")
     return "\n".join(out) + "\n"
 
 

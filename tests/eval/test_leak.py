@@ -51,3 +51,14 @@ def test_slivers_below_tolerance_are_not_leaks_and_empty_files_are_defined() -> 
     total += lk
     total += empty
     assert total.n_entities == 1 and total.other_speech_s == pytest.approx(2 + 2)
+
+
+def test_leak_is_also_counted_per_label():
+    from deid_speech.eval.leak import LeakCounts
+    from deid_speech.types import Span
+
+    c = LeakCounts()
+    c.add([Span(0.0, 1.0, "PHONE"), Span(2.0, 4.0, "PERSON")], [(0.0, 0.5), (2.0, 4.0)], [(0.0, 5.0)])
+    c.add([Span(0.0, 1.0, "PHONE")], [], [(0.0, 1.0)])
+    d = c.as_dict()["per_label"]
+    assert d == {"PERSON": 0.0, "PHONE": 0.75}  # 0.5 + 1.0 of 2.0 s of phone audible
