@@ -54,6 +54,16 @@ def register(name: str) -> Callable[[Callable[..., Synthesizer]], Callable[..., 
     return deco
 
 
+def require_binary(name: str, install: str) -> str:
+    """Path of the executable ``name``; BackendUnavailable naming ``install`` if absent."""
+    import shutil
+
+    path = shutil.which(name)
+    if path is None:
+        raise BackendUnavailable(f"{name} binary not found on PATH; run: {install}")
+    return path
+
+
 def get_synthesizer(name: str, **kwargs: object) -> Synthesizer:
     """Build the backend registered as ``name`` (``piper``, ``espeak``, ``flite``)."""
     if name not in SYNTHESIZERS and name in _BACKEND_MODULES:

@@ -8,23 +8,19 @@ deterministic. English variants: ``en-us``, ``en-gb``, ``en-029`` (Caribbean),
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
 
 import numpy as np
 import soundfile as sf
 
-from deid_speech.tts.base import BackendUnavailable, Synthesizer, register
+from deid_speech.tts.base import Synthesizer, register, require_binary
 
 _INSTALL = "apt-get install -y espeak-ng"
 
 
 def espeak_binary() -> str:
     """Path of the espeak-ng executable; raises BackendUnavailable if absent."""
-    path = shutil.which("espeak-ng")
-    if path is None:
-        raise BackendUnavailable(f"espeak-ng binary not found on PATH; run: {_INSTALL}")
-    return path
+    return require_binary("espeak-ng", _INSTALL)
 
 
 @register("espeak")

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 
-from deid_speech.tts.base import BackendUnavailable, CommandSynthesizer, register
+from deid_speech.tts.base import CommandSynthesizer, register, require_binary
 
 _INSTALL = "apt-get install -y festival festvox-kdlpc16k"
 _VOICE_ROOT = "/usr/share/festival/voices"
 
 
 def text2wave_binary() -> str:
-    path = shutil.which("text2wave")
-    if path is None:
-        raise BackendUnavailable(f"festival's text2wave not found on PATH; run: {_INSTALL}")
-    return path
+    """Path of the text2wave executable; raises BackendUnavailable if absent."""
+    return require_binary("text2wave", _INSTALL)
 
 
 @functools.lru_cache(maxsize=1)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 
-from deid_speech.tts.base import BackendUnavailable, CommandSynthesizer, register
+from deid_speech.tts.base import CommandSynthesizer, register, require_binary
 
 _INSTALL = "apt-get install -y flite"
 VOICES: tuple[str, ...] = ("kal", "kal16", "awb", "rms", "slt")
@@ -20,10 +19,7 @@ VOICES: tuple[str, ...] = ("kal", "kal16", "awb", "rms", "slt")
 
 def flite_binary() -> str:
     """Path of the flite executable; raises BackendUnavailable if absent."""
-    path = shutil.which("flite")
-    if path is None:
-        raise BackendUnavailable(f"flite binary not found on PATH; run: {_INSTALL}")
-    return path
+    return require_binary("flite", _INSTALL)
 
 
 @functools.lru_cache(maxsize=2)
