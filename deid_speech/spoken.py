@@ -78,6 +78,8 @@ def token_symbols(tok: str, original: str = "") -> str | None:
     (tens + unit, double/triple, hundred) are handled by :func:`normalize_tokens`.
     """
     t = clean_token(tok).lstrip("+#-–")  # Whisper writes spelled digits as "1 -2 -3"
+    if re.fullmatch(r"\$\d{7,}", t):  # no price: a number read back ("That's $9173058")
+        t = t[1:]
     if not t:
         return None
     joined = _INNER_SEP.sub("", t)

@@ -23,7 +23,8 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    "IC", "born", ...) pick or confirm the label and raise the score.
 5. Non-PII context: a stretch directly preceded (within 3 tokens) by "order",
    "reference", "tracking", "block", "unit", "bus", "flight", "queue", "lot", "price",
-   "$", ... or followed by "dollars", "cents", "pm", "am" is not reported, unless a
+   "$" (but not "$" glued to 7+ digits without cents), ... or followed by "dollars",
+   "cents", "pm", "am" is not reported, unless a
    validator passes on a shape that cannot be confused (a valid NRIC, a Luhn-valid
    16-digit card). Stretches under 7 digits are never reported by this detector
    (prices, times, block/unit/bus numbers, last-four mentions); dates are the date
@@ -90,7 +91,10 @@ def cue_label(tokens: list[str], start: int, window: int = 6) -> str | None:
 
 def _non_pii_context(tokens: list[str], first: int, last: int) -> bool:
     before = {clean_token(t) for t in tokens[max(0, first - 3): first]}
-    before |= {t[:1] for t in tokens[max(0, first - 1): first + 1] if t[:1] in "$#"}
+    # "$" or "#" in front: a price or a reference, unless the recogniser wrote "$" before
+    # seven or more digits with no cents (a read-back phone number: "$9173058")
+    before |= {t[:1] for t in tokens[max(0, first - 1): first + 1] if t[:1] in "$#"
+               and not re.fullmatch(r"\$\d{7,}\W*", t.strip())}
     after = {clean_token(t) for t in tokens[last + 1: last + 3]}
     return bool(before & NON_PII_BEFORE) or bool(after & NON_PII_AFTER)
 

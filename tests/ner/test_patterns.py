@@ -179,3 +179,8 @@ def test_a_plain_web_address_is_not_an_email_when_nothing_precedes_it():
 def test_nric_whose_prefix_letter_was_not_heard_is_flagged_with_its_final_letter():
     got = found("For my IC is 8 4 1 2 3 7 5 G. Can I have")
     assert got == [("NRIC", "8 4 1 2 3 7 5 G")]
+
+
+def test_a_dollar_sign_glued_to_a_phone_length_number_is_no_price():
+    assert ("PHONE", "$91730588") in found("That's $91730588. Correct.")
+    assert found("it costs $1290 only") == [] and found("pay $12.90 at the counter") == []
