@@ -9,7 +9,11 @@ backend can load:
 * a folder with ``model.bin``           -> CTranslate2 (faster-whisper);
 * a folder with HF ``config.json`` + weights -> converted once to CTranslate2 in the cache;
 * a ``.pt`` file                        -> an openai-whisper checkpoint (openai-whisper backend);
-* any other name                        -> a Hugging Face hub name, tried only if reachable.
+* ``org/name``                          -> a Hugging Face hub name, tried only when downloads
+  are allowed (``--allow-download``, or ``DEID_SPEECH_ALLOW_DOWNLOAD=1``) and the hub is
+  reachable. By default nothing is ever fetched: a privacy tool makes no network request.
+  A value that looks like a local path (``./x``, ``/x``, ``~/x``, ``a/b/c``, a file suffix,
+  or a first folder that exists here) but does not exist is an error, never a hub name.
 """
 from __future__ import annotations
 
@@ -136,6 +140,19 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+ALLOW_DOWNLOAD_ENV = "DEID_SPEECH_ALLOW_DOWNLOAD"
+
+
+def downloads_allowed() -> bool:
+    return os.environ.get(ALLOW_DOWNLOAD_ENV, "") in ("1", "true", "yes")
+
+
+def _looks_like_path(name: str) -> bool:
+    parts = name.replace("\\", "/").split("/")
+    return (name.startswith((".", "/", "~")) or len(parts) > 2 or Path(name).suffix in (".pt", ".bin", ".json", ".safetensors")
+            or (len(parts) == 2 and Path(parts[0]).is_dir()))
+
+
 def resolve_model(name: str) -> ResolvedModel:
     """Map an ``--asr-model`` value to a loadable model (see module docstring)."""
     if name in ("tiny.en", "tiny-en"):
@@ -154,7 +171,12 @@ def resolve_model(name: str) -> ResolvedModel:
         raise DeidError(f"{p}: not a Whisper model folder (no model.bin, no HF whisper config.json)")
     if p.exists():
         raise DeidError(f"{p}: not a Whisper model (expected a folder or a .pt checkpoint)")
+    if _looks_like_path(name):
+        raise DeidError(f"{name}: no such model folder or file")
     if "/" in name:  # hub name, e.g. openai/whisper-small
+        if not downloads_allowed():
+            raise DeidError(f"{name!r} looks like a Hugging Face hub name; deid-speech downloads nothing unless "
+                            "you pass --allow-download (or set DEID_SPEECH_ALLOW_DOWNLOAD=1)")
         if not _hub_reachable():
             raise DeidError(f"{name!r} looks like a Hugging Face hub name, but the hub is not reachable "
                             "from this machine; pass a local model folder or tiny.en/base")

@@ -6,6 +6,7 @@ Errors print one line (no traceback). Exit status: 0 all files redacted, 1 some 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", default=None, metavar="DIR",
                    help="the end-to-end model folder for --system e2e (`deid-speech train e2e`; "
                         "default: the shipped one, if any)")
+    r.add_argument("--allow-download", action="store_true",
+                   help="let --asr-model name a Hugging Face hub model and download it; without this flag "
+                        "deid-speech makes no network request")
     r.add_argument("--verify", action="store_true",
                    help="a second opinion: the e2e model transcribes what the cascade leaves audible, the "
                         "cascade's detectors read that transcript, and what they find is redacted too")
@@ -151,6 +155,10 @@ def cmd_redact(args: argparse.Namespace) -> int:
 
     if args.model is not None and args.system not in E2E_SYSTEMS:
         raise DeidError("--model is the end-to-end model: use it with --system e2e or e2e+patterns")
+    if args.allow_download:
+        from deid_speech.asr.models import ALLOW_DOWNLOAD_ENV
+
+        os.environ[ALLOW_DOWNLOAD_ENV] = "1"
     files = collect_inputs(args.inputs)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
                           redact=RedactOptions(mode=args.mode, padding=args.padding),

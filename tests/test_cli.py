@@ -113,3 +113,27 @@ def test_augment_cli_errors_are_one_line(tmp_path):
     assert r.returncode == 1 and "not reachable" in r.stderr and "Traceback" not in r.stderr
     r = run("augment", "--backend", "template", "--in", tmp_path / "none.jsonl", "--out", tmp_path / "x.jsonl")
     assert r.returncode == 1 and "no such seed file" in r.stderr
+
+
+def test_a_model_path_that_does_not_exist_is_a_one_line_error_not_a_download(tmp_path):
+    out = tmp_path / "out"
+    r = run("redact", EXAMPLE, "--asr-model", "./models/my-finetune", "--out-dir", out)
+    assert r.returncode == 1 and "no such model folder or file" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = run("redact", EXAMPLE, "--asr-model", "openai/whisper-small", "--out-dir", out)
+    assert r.returncode == 1 and "--allow-download" in r.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.model
+@pytest.mark.skipif(shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "true"]).returncode != 0,
+                    reason="needs `unshare -n` (a network namespace) to cut the network off")
+@pytest.mark.parametrize("system", ["cascade", "e2e+patterns"])
+def test_redact_works_with_no_network_at_all(tmp_path, system):
+    out = tmp_path / "out"
+    r = subprocess.run(["unshare", "-n", sys.executable, "-m", "deid_speech", "redact", str(EXAMPLE),
+                        "--system", system, "--out-dir", str(out), "--progress", "off"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    d = json.loads((out / "call.redacted.json").read_text())
+    assert len(d["spans"]) >= 5

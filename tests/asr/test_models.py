@@ -22,6 +22,7 @@ def test_unknown_names_and_bad_paths_are_clear_errors(tmp_path, monkeypatch):
 
 def test_hub_name_offline_fails_fast_with_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("DEID_SPEECH_ALLOW_DOWNLOAD", "1")
     with pytest.raises(DeidError, match="hub is not reachable"):
         resolve_model("openai/whisper-tiny")
 
@@ -82,3 +83,22 @@ def test_conversion_cache_key_changes_when_the_folder_is_retrained(tmp_path) -> 
     os.utime(tmp_path / "model.safetensors", ns=(1, 1))
     assert _identity(str(tmp_path)) != first
     assert _identity("openai/whisper-small") == "openai/whisper-small"
+
+
+@pytest.mark.parametrize("name", ["./my-model", "/nowhere/model", "~/nowhere", "a/b/c", "model.pt", "tests/nowhere"])
+def test_a_path_that_does_not_exist_is_an_error_and_never_a_hub_name(name, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("DEID_SPEECH_ALLOW_DOWNLOAD", "1")
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("a network connection was tried"))
+    with pytest.raises(DeidError, match="no such model folder or file"):
+        resolve_model(name)
+
+
+def test_a_hub_name_is_never_tried_without_allow_download(monkeypatch):
+    import socket
+
+    monkeypatch.delenv("DEID_SPEECH_ALLOW_DOWNLOAD", raising=False)
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("a network connection was tried"))
+    with pytest.raises(DeidError, match="downloads nothing unless you pass --allow-download"):
+        resolve_model("openai/whisper-small")
