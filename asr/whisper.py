@@ -44,6 +44,12 @@ FRAME_S = 0.05
 PROMPT_WORDS = 40  # words of the preceding window given as the prompt (context across windows)
 
 
+def audio_seed(audio: np.ndarray) -> int:
+    """A random seed that is a function of the samples alone."""
+    digest = hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).tobytes()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
 def cut_points(audio: np.ndarray, sr: int, window_s: float, search_s: float | None = None) -> list[float]:
     """Boundaries (seconds, incl. 0 and the end) such that no stretch is longer than
     ``window_s``; each cut sits on the quietest 50 ms frame of the last ``search_s``
@@ -125,6 +131,11 @@ class Transcriber:
     def _decode(self, audio: np.ndarray, prompt: str | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
         o = self.options
         if self.resolved.kind == "ct2":
+            # the temperature fallback samples: seed it from the audio, so the same input gives
+            # the same transcript (and the same redaction) on every run
+            import ctranslate2
+
+            ctranslate2.set_random_seed(audio_seed(audio))
             segments, _ = self._model.transcribe(
                 audio, language=o.language if self._multilingual() else None, beam_size=o.beam_size,
                 word_timestamps=True, condition_on_previous_text=False, vad_filter=False,
@@ -135,6 +146,9 @@ class Transcriber:
                 segs.append((s.start, s.end))
                 words.extend((w.word, w.start, w.end, w.probability) for w in (s.words or []))
             return words, segs
+        import torch
+
+        torch.manual_seed(audio_seed(audio))
         result = self._model.transcribe(audio, language=o.language, beam_size=o.beam_size,
                                         word_timestamps=True, condition_on_previous_text=False,
                                         fp16=False, initial_prompt=prompt or None)

@@ -137,3 +137,21 @@ def test_redact_works_with_no_network_at_all(tmp_path, system):
     assert r.returncode == 0, r.stderr
     d = json.loads((out / "call.redacted.json").read_text())
     assert len(d["spans"]) >= 5
+
+
+@pytest.mark.model
+def test_the_same_noisy_input_gives_the_same_redaction_on_every_run(tmp_path):
+    """faster-whisper's temperature fallback samples; its seed comes from the audio, so two
+    separate processes write the same transcript and spans."""
+    x, sr = sf.read(EXAMPLE, dtype="float32")
+    x = x[: 30 * sr]
+    noise = np.random.default_rng(0).normal(0, 1, x.shape).astype(np.float32)
+    noise *= np.sqrt(np.mean(x**2) / np.mean(noise**2)) / 10 ** (3 / 20)  # 3 dB SNR
+    sf.write(tmp_path / "noisy.wav", np.clip(x + noise, -1, 1), sr)
+    outs = []
+    for k in range(2):
+        r = run("redact", tmp_path / "noisy.wav", "--out-dir", tmp_path / f"o{k}", "--progress", "off")
+        assert r.returncode == 0, r.stderr
+        d = json.loads((tmp_path / f"o{k}" / "noisy.redacted.json").read_text())
+        outs.append((d["transcript"], d["spans"]))
+    assert outs[0] == outs[1]
