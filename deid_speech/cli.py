@@ -170,9 +170,10 @@ def cmd_redact(args: argparse.Namespace) -> int:
 
 def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False) -> int:
     """Redact every file, continue past failures, print a summary; 1 if any failed."""
-    from deid_speech.pipeline import redact_file, remove_stale_outputs
+    from deid_speech.pipeline import output_collisions
 
     inputs = {f.resolve() for f in files if f.exists()}
+    refused = output_collisions(files, out_dir)  # before any work: never overwrite or delete another file
     ok, failed = 0, []
     bar = None
     if show_progress:
@@ -184,21 +185,11 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
         if bar:
             bar.set_description(f.name[:40])
             bar.set_postfix_str("")
-        try:
-            progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
-            audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress)
-            ok += 1
-            msg = (f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s "
-                   f"-> {audio_out}")
-            if result.uncovered:
-                secs = sum(b - a for a, b in result.uncovered)
-                msg += (f"\nwarning: {f}: {secs:.1f}s of speech-like audio has no transcribed words and "
-                        f"was not checked for PII (see uncovered_speech in the JSON)")
-        except Exception as e:  # never a traceback, never a half-written or stale output
+        progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
+        good, msg = _redact_one(redactor, f, out_dir, inputs, refused.get(f), progress, t0)
+        ok += good
+        if not good:
             failed.append(f)
-            remove_stale_outputs(f, out_dir)
-            msg = f"error: {e}" if isinstance(e, DeidError) else \
-                f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
         if bar:
             bar.write(msg)
             bar.update(1)
@@ -210,6 +201,27 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
         print(f"{len(files)} file(s): {ok} redacted, {len(failed)} failed"
               + (" (" + ", ".join(map(str, failed)) + ")" if failed else ""))
     return 1 if failed else 0
+
+
+def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refused: str | None,
+                progress, t0: float) -> tuple[bool, str]:
+    """Redact one file of a batch: (success, the line to print). Never raises."""
+    from deid_speech.pipeline import redact_file, remove_stale_outputs
+
+    if refused is not None:  # its outputs belong to another input: touch nothing
+        return False, f"error: {refused}"
+    try:
+        audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress)
+    except Exception as e:  # never a traceback, never a half-written or stale output
+        problem = remove_stale_outputs(f, out_dir, inputs)
+        msg = f"error: {e}" if isinstance(e, DeidError) else f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
+        return False, msg + (f"; {problem}" if problem else "")
+    msg = f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s -> {audio_out}"
+    if result.uncovered:
+        secs = sum(b - a for a, b in result.uncovered)
+        msg += (f"\nwarning: {f}: {secs:.1f}s of speech-like audio has no transcribed words and "
+                f"was not checked for PII (see uncovered_speech in the JSON)")
+    return True, msg
 
 
 def cmd_tts(args: argparse.Namespace) -> int:

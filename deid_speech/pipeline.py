@@ -216,9 +216,39 @@ def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set
     return audio_out, json_out, result
 
 
-def remove_stale_outputs(src: Path, out_dir: Path | None) -> None:
+def output_collisions(files: list[Path], out_dir: Path | None) -> dict[Path, str]:
+    """Inputs that must be refused before any work, with the reason: two inputs whose
+    outputs would land on the same file ("a/call.wav" and "b/call.wav" with --out-dir,
+    "x.wav" and "x.flac" sharing "x.redacted.json"), or an output that is an input."""
+    inputs = {f.resolve(): f for f in files}
+    owner: dict[Path, Path] = {}
+    refused: dict[Path, str] = {}
+    for f in files:
+        for out in output_paths(f, out_dir):
+            key = out.resolve()
+            if key in inputs and inputs[key] != f:
+                refused[f] = f"{f}: its output {out} is another input of this run ({inputs[key]}); use --out-dir"
+            elif key in owner and owner[key] != f:
+                refused[f] = (f"{f}: its output {out} would also be written for {owner[key]}; "
+                              "redact them in separate runs or into separate --out-dir folders")
+                refused.setdefault(owner[key], f"{owner[key]}: its output {out} would also be written for {f}; "
+                                                "redact them in separate runs or into separate --out-dir folders")
+            else:
+                owner[key] = f
+    return refused
+
+
+def remove_stale_outputs(src: Path, out_dir: Path | None, inputs: set[Path] = frozenset()) -> str | None:
     """After a failure, make sure nothing named "redacted" from an older run remains for
-    this input: a stale output would look like a fresh, successful redaction."""
+    this input: a stale output would look like a fresh, successful redaction. Never
+    removes an input of this run. Returns a problem to report (the cleanup itself failed)
+    instead of raising."""
     for out in output_paths(src, out_dir):
-        if out.exists() and out.resolve() != src.resolve():
+        try:
+            key = out.resolve()
+            if key == src.resolve() or key in inputs or not out.is_file():
+                continue
             os.remove(out)
+        except OSError as e:
+            return f"could not remove the stale output {out} ({e.strerror or e})"
+    return None

@@ -202,3 +202,49 @@ def test_verify_is_refused_for_the_e2e_systems():
 def test_without_verify_the_json_says_so(call):
     _, json_out, _ = redact_file(redactor(), call, None, {call.resolve()})
     assert json.loads(json_out.read_text())["verified"] is None
+
+
+def _tone_file(path, seconds=2.0):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, tone(seconds, 16000), 16000)
+    return path
+
+
+def test_inputs_whose_outputs_collide_are_refused_before_any_work_and_nothing_is_lost(tmp_path, capsys):
+    a, b = _tone_file(tmp_path / "a" / "call.wav"), _tone_file(tmp_path / "b" / "call.wav")
+    x, y = _tone_file(tmp_path / "x.wav"), _tone_file(tmp_path / "x.flac")
+    out = tmp_path / "out"
+    assert redact_many(redactor(), [a, b], out) == 1
+    assert not out.exists() or not any(out.iterdir())
+    assert redact_many(redactor(), [x, y], None) == 1
+    assert not (tmp_path / "x.redacted.json").exists()
+    err = capsys.readouterr()
+    assert "would also be written for" in err.err and "2 file(s): 0 redacted, 2 failed" in err.out
+    assert a.exists() and b.exists() and x.exists() and y.exists()
+
+
+def test_a_second_run_over_its_own_outputs_never_deletes_them(tmp_path):
+    src = _tone_file(tmp_path / "a.wav")
+    assert redact_many(redactor(), [src], None) == 0
+    first = (tmp_path / "a.redacted.wav").read_bytes()
+    # `deid-speech redact *.wav` again: the earlier output is now an input too
+    files = [src, tmp_path / "a.redacted.wav"]
+    assert redact_many(redactor(), files, None) == 1  # a.wav is refused: its output is an input
+    assert (tmp_path / "a.redacted.wav").read_bytes() == first
+    assert (tmp_path / "a.redacted.json").exists()
+
+
+def test_a_cleanup_that_fails_is_reported_not_raised(tmp_path, monkeypatch, capsys):
+    import deid_speech.pipeline as P
+
+    src = _tone_file(tmp_path / "a.wav")
+    (tmp_path / "a.redacted.json").write_text("{}")  # stale, from an earlier run
+
+    def boom(*a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(P.os, "remove", boom)
+    r = Redactor(RedactConfig(), asr=FakeAsr(), detectors=[BrokenDetector()])
+    assert redact_many(r, [src, _tone_file(tmp_path / "b.wav")], None) == 1
+    captured = capsys.readouterr()
+    assert "could not remove the stale output" in captured.err and "2 file(s): 0 redacted, 2 failed" in captured.out
