@@ -46,6 +46,7 @@ class RedactResult:
     redacted_transcript: str
     uncovered: list[tuple[float, float]] = field(default_factory=list)
     verification: dict | None = None  # {"by": verifier, "added": n} when --verify ran
+    channels: list[dict] = field(default_factory=list)  # per channel, when channels differ
 
     def to_json(self, file: str, config: RedactConfig, asr_name: str) -> dict:
         return {
@@ -68,6 +69,9 @@ class RedactResult:
             # the second opinion (--verify): which decoder re-read the audible audio, spans it added
             "verified": self.verification,
             "words": [w.to_dict() for w in self.transcript.words],
+            # a file whose channels differ: each channel was transcribed and checked on its own
+            # (the top-level transcript and words are the first channel's; spans are the union)
+            "channel_results": self.channels,
         }
 
 
@@ -160,20 +164,31 @@ class Redactor:
                 for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
 
     def redact(self, audio: Audio, progress=None) -> RedactResult:
+        """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
+        redact the union of what was found in every channel."""
         from deid_speech.asr.whisper import uncovered_speech
         from deid_speech.ner.base import merge_spans
 
-        mono = audio.mono16k()
-        transcript = self.asr.transcribe(mono, progress=progress)
-        spans = self.detect(transcript)
-        verification = None
-        if self.verifier is not None:
-            added = self.verify(mono, spans)
-            verification = {"by": self.verifier.name, "added": len(added)}
-            spans = merge_spans(spans + added)
-        return RedactResult(redact_audio(audio, spans, self.config.redact), spans, transcript,
-                            redact_text(transcript, spans), uncovered_speech(mono, 16000, transcript.words),
-                            verification)
+        found, per = [], []
+        added_total, uncovered = 0, []
+        for channel, mono in audio.tracks16k():
+            transcript = self.asr.transcribe(mono, progress=progress)
+            spans = self.detect(transcript)
+            if self.verifier is not None:
+                added = self.verify(mono, spans)
+                added_total += len(added)
+                spans = merge_spans(spans + added)
+            found += spans
+            uncovered += uncovered_speech(mono, 16000, transcript.words)
+            per.append((channel, transcript, spans))
+        spans = merge_spans(found)
+        verification = {"by": self.verifier.name, "added": added_total} if self.verifier is not None else None
+        channels = [] if len(per) == 1 else [
+            {"channel": ch, "transcript": tr.text, "redacted_transcript": redact_text(tr, spans),
+             "spans": [s.to_dict() for s in sp], "words": [w.to_dict() for w in tr.words]} for ch, tr, sp in per]
+        first = per[0][1]
+        return RedactResult(redact_audio(audio, spans, self.config.redact), spans, first, redact_text(first, spans),
+                            sorted(uncovered), verification, channels)
 
 
 def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:

@@ -248,3 +248,63 @@ def test_a_cleanup_that_fails_is_reported_not_raised(tmp_path, monkeypatch, caps
     assert redact_many(r, [src, _tone_file(tmp_path / "b.wav")], None) == 1
     captured = capsys.readouterr()
     assert "could not remove the stale output" in captured.err and "2 file(s): 0 redacted, 2 failed" in captured.out
+
+
+class ChannelAsr:
+    """Hears what a channel says: a phone number where the channel is loud and high-pitched,
+    a card where it is loud and low-pitched, nothing where it is silent."""
+    name = "fake"
+
+    def __init__(self):
+        self.calls = 0
+
+    def transcribe(self, audio, progress=None):
+        self.calls += 1
+        if np.sqrt(np.mean(audio ** 2)) < 1e-3:
+            return make_transcript("")
+        crossings = np.mean(np.abs(np.diff(np.sign(audio[:16000])))) / 2 * 16000
+        text = ("my number is nine one two three four five six seven" if crossings > 400 else
+                "card four five three two one one five two eight eight zero four six seven one two")
+        return make_transcript(text, word_dur=0.2, gap=0.02, t0=0.3 if crossings > 400 else 0.5)
+
+
+def _stereo(tmp_path, left, right, name="st.wav"):
+    p = tmp_path / name
+    sf.write(p, np.stack([left, right], axis=1), 16000)
+    return p
+
+
+def test_channels_that_cancel_in_the_mix_are_each_checked(tmp_path):
+    x = tone(5.0, 16000, hz=440.0)[:, 0]
+    src = _stereo(tmp_path, x, -x)
+    r = Redactor(RedactConfig(), asr=ChannelAsr(), detectors=[PatternDetector()])
+    _, json_out, result = redact_file(r, src, None, {src.resolve()})
+    assert [s.label for s in result.spans] == ["PHONE"]
+    y, _ = sf.read(tmp_path / "st.redacted.wav")
+    k = int(1.5 * 16000)  # inside the phone: both channels beeped, neither keeps its speech
+    assert not np.allclose(y[k:k + 200, 0], x[k:k + 200]) and not np.allclose(y[k:k + 200, 1], -x[k:k + 200])
+
+
+def test_each_channel_is_transcribed_apart_and_what_either_says_is_redacted_in_both(tmp_path):
+    agent, caller = tone(5.0, 16000, hz=600.0)[:, 0], tone(5.0, 16000, hz=120.0)[:, 0]
+    src = _stereo(tmp_path, agent, caller)
+    r = Redactor(RedactConfig(), asr=ChannelAsr(), detectors=[PatternDetector()])
+    _, json_out, result = redact_file(r, src, None, {src.resolve()})
+    d = json.loads(json_out.read_text())
+    chans = d["channel_results"]
+    assert [c["channel"] for c in chans] == [0, 1]
+    assert [[s["label"] for s in c["spans"]] for c in chans] == [["PHONE"], ["CREDIT_CARD"]]
+    assert d["spans"] and min(s["start"] for s in d["spans"]) <= 1.1 and max(s["end"] for s in d["spans"]) >= 4.0
+    assert "nine one two" in chans[0]["transcript"] and "four five three" in chans[1]["transcript"]
+    assert "nine one two" not in chans[1]["transcript"]  # never one merged transcript
+    assert all("four five three" not in c["redacted_transcript"] and "nine one two" not in c["redacted_transcript"]
+               for c in chans)
+
+
+def test_a_stereo_file_with_equal_channels_is_decoded_once(tmp_path):
+    x = tone(3.0, 16000, hz=440.0)[:, 0]
+    asr = ChannelAsr()
+    src = _stereo(tmp_path, x, x)
+    _, json_out, _ = redact_file(Redactor(RedactConfig(), asr=asr, detectors=[PatternDetector()]), src, None,
+                                 {src.resolve()})
+    assert asr.calls == 1 and json.loads(json_out.read_text())["channel_results"] == []
