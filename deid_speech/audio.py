@@ -40,14 +40,16 @@ class Audio:
 
     def tracks16k(self) -> list[tuple[int | None, np.ndarray]]:
         """What detection listens to: each distinct channel on its own at 16 kHz (a channel
-        equal to an earlier one is heard once), or the one channel of a mono file (``None``).
+        equal to an earlier one, or to its negation, is heard once), or the one channel of a
+        mono file (``None``).
         Never the mixdown alone: two channels can cancel in the mix (right = minus left),
         and two talkers on two channels mask each other in it."""
         if self.channels == 1:
             return [(None, resample(self.samples[:, 0], self.sample_rate, MODEL_RATE))]
         kept: list[int] = []
         for k in range(self.channels):
-            if not any(np.array_equal(self.samples[:, k], self.samples[:, j]) for j in kept):
+            x = self.samples[:, k]
+            if not any(np.array_equal(x, self.samples[:, j]) or np.array_equal(-x, self.samples[:, j]) for j in kept):
                 kept.append(k)
         if len(kept) == 1:
             return [(None, resample(self.samples[:, 0], self.sample_rate, MODEL_RATE))]
