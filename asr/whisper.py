@@ -44,6 +44,22 @@ FRAME_S = 0.05
 PROMPT_WORDS = 40  # words of the preceding window given as the prompt (context across windows)
 
 
+MAX_COMPRESSION = 2.4  # whisper's own threshold for a repetitive (hallucinated) decoding
+MAX_WORDS_PER_S = 6.0  # fast speech is ~4 words/s
+
+
+def hallucinated(words: list[RawWord], seconds: float) -> bool:
+    """A decoding that loops or invents: its text compresses more than whisper allows
+    (``gzip`` ratio over :data:`MAX_COMPRESSION`, texts of 60+ characters), or it has more
+    words than speech could hold in ``seconds``."""
+    import zlib
+
+    text = " ".join(w[0].strip() for w in words).encode("utf-8")
+    if len(text) >= 60 and len(text) / len(zlib.compress(text)) > MAX_COMPRESSION:
+        return True
+    return seconds > 0 and len(words) > MAX_WORDS_PER_S * seconds and len(words) >= 12
+
+
 def audio_seed(audio: np.ndarray) -> int:
     """A random seed that is a function of the samples alone."""
     digest = hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).tobytes()).digest()
@@ -168,26 +184,45 @@ class Transcriber:
         cuts = cut_points(audio, sr, self.options.window_s)
         words: list[RawWord] = []
         segs: list[Span] = []
+        failed: list[tuple[float, float]] = []
         for k in range(len(cuts) - 1):
-            self._decode_owned(audio, cuts[k], cuts[k + 1], words, segs)
+            lo, hi = cuts[k], cuts[k + 1]
+            # a window that loops ("-0 -0 -0 ...", ".co .co ...") is decoded again without the
+            # previous words as its prompt (a loop must not be fed forward); if it still
+            # loops, its words are dropped and its speech is left uncovered (redacted or failed
+            # by the caller, never passed as checked)
+            for prompt in (True, False):
+                n, m = len(words), len(segs)
+                self._decode_owned(audio, lo, hi, words, segs, prompt=prompt)
+                if not hallucinated(words[n:], hi - lo):
+                    break
+                del words[n:], segs[m:]
+            else:
+                failed.append((lo, hi))
             if progress:
-                progress(cuts[k + 1], cuts[-1])
+                progress(hi, cuts[-1])
         # second chance for speech that no word covers (Whisper skipped it): decode the
         # stretch alone, with the words before it as the prompt, which tiny.en needs to
         # recognise a short isolated phrase (seen on the shipped example)
         for a, b in uncovered_speech(audio, sr, words):
+            if any(a < y and x < b for x, y in failed):
+                continue
+            n, m = len(words), len(segs)
             self._decode_owned(audio, a, b, words, segs)
+            if hallucinated(words[n:], b - a):
+                del words[n:], segs[m:]
         words.sort(key=lambda w: (w[1], w[2]))
         segs.sort()
         return Transcript.from_words(words, segments=segs)
 
     def _decode_owned(self, audio: np.ndarray, own_lo: float, own_hi: float,
-                      words: list[RawWord], segs: list[Span]) -> None:
-        """Decode [own_lo, own_hi] with overlap context; keep words whose midpoint is owned."""
+                      words: list[RawWord], segs: list[Span], prompt: bool = True) -> None:
+        """Decode [own_lo, own_hi] with overlap context; keep words whose midpoint is owned.
+        ``prompt``: give the preceding words as the prompt."""
         sr, total = MODEL_RATE, len(audio) / MODEL_RATE
         lo = max(0.0, own_lo - self.options.overlap_s)
         hi = min(total, own_hi + self.options.overlap_s)
-        before = [x[0] for x in words if x[2] <= own_lo + 1e-6][-PROMPT_WORDS:]
+        before = [x[0] for x in words if x[2] <= own_lo + 1e-6][-PROMPT_WORDS:] if prompt else []
         w, s = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(t.strip() for t in before))
         last = own_hi >= total - 1e-6
         recent = [x for x in words[-40:] if x[2] > lo]  # kept words near this window's start

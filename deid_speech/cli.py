@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-download", action="store_true",
                    help="let --asr-model name a Hugging Face hub model and download it; without this flag "
                         "deid-speech makes no network request")
+    r.add_argument("--uncovered", choices=("beep", "fail", "warn"), default="beep",
+                   help="speech-like audio that got no words (so was not checked for PII): beep it "
+                        "(default), fail the file, or only warn")
     r.add_argument("--verify", action="store_true",
                    help="a second opinion: the e2e model transcribes what the cascade leaves audible, the "
                         "cascade's detectors read that transcript, and what they find is redacted too")
@@ -163,7 +166,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
                           redact=RedactOptions(mode=args.mode, padding=args.padding),
                           spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
-                          verify=args.verify)
+                          verify=args.verify, uncovered=args.uncovered)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     return redact_many(Redactor(config), files, args.out_dir, show)
 
@@ -219,8 +222,9 @@ def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refu
     msg = f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s -> {audio_out}"
     if result.uncovered:
         secs = sum(b - a for a, b in result.uncovered)
+        what = "was beeped" if redactor.config.uncovered == "beep" else "was not checked for PII"
         msg += (f"\nwarning: {f}: {secs:.1f}s of speech-like audio has no transcribed words and "
-                f"was not checked for PII (see uncovered_speech in the JSON)")
+                f"{what} (see uncovered_speech in the JSON)")
     return True, msg
 
 

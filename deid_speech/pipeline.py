@@ -13,6 +13,7 @@ from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_
 from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
 
 SCHEMA_VERSION = 1
+UNCOVERED_ACTIONS = ("beep", "fail", "warn")
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,13 @@ class RedactConfig:
     e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
     min_score: float = 0.5
     verify: bool = False  # a second opinion: the e2e model transcribes what is still audible (cascade only)
+    uncovered: str = "beep"  # speech no word covers (not checked for PII): beep it, fail the file, or warn
 
     def __post_init__(self) -> None:
         if self.system not in SYSTEMS:
             raise DeidError(f"unknown system {self.system!r}; choose from {', '.join(SYSTEMS)}")
+        if self.uncovered not in UNCOVERED_ACTIONS:
+            raise DeidError(f"--uncovered must be one of {', '.join(UNCOVERED_ACTIONS)}")
         if self.verify and self.system != "cascade":
             raise DeidError("--verify checks the cascade's redaction with the e2e model: use it with --system cascade")
         bad = [x for x in self.labels if x not in LABELS]
@@ -66,6 +70,7 @@ class RedactResult:
             "redacted_transcript": self.redacted_transcript,
             # speech-like audio that no transcribed word covers: it was not checked for PII
             "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
+            "uncovered_action": config.uncovered,  # beep: those stretches were redacted too
             # the second opinion (--verify): which decoder re-read the audible audio, spans it added
             "verified": self.verification,
             "words": [w.to_dict() for w in self.transcript.words],
@@ -187,8 +192,15 @@ class Redactor:
             {"channel": ch, "transcript": tr.text, "redacted_transcript": redact_text(tr, spans),
              "spans": [s.to_dict() for s in sp], "words": [w.to_dict() for w in tr.words]} for ch, tr, sp in per]
         first = per[0][1]
-        return RedactResult(redact_audio(audio, spans, self.config.redact), spans, first, redact_text(first, spans),
-                            sorted(uncovered), verification, channels)
+        uncovered = sorted(uncovered)
+        blanks = []
+        if uncovered and self.config.uncovered == "fail":
+            raise DeidError(f"{sum(b - a for a, b in uncovered):.1f}s of speech-like audio got no words from the "
+                            "recogniser and could not be checked for PII (--uncovered fail)")
+        if self.config.uncovered == "beep":  # what could not be checked is not let through
+            blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
+        return RedactResult(redact_audio(audio, spans + blanks, self.config.redact), spans, first,
+                            redact_text(first, spans), uncovered, verification, channels)
 
 
 def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:

@@ -308,3 +308,23 @@ def test_a_stereo_file_with_equal_channels_is_decoded_once(tmp_path):
     _, json_out, _ = redact_file(Redactor(RedactConfig(), asr=asr, detectors=[PatternDetector()]), src, None,
                                  {src.resolve()})
     assert asr.calls == 1 and json.loads(json_out.read_text())["channel_results"] == []
+
+
+@pytest.mark.parametrize("action", ["beep", "fail", "warn"])
+def test_speech_no_word_covers_is_beeped_or_fails_the_file_or_is_only_reported(tmp_path, action):
+    src = tmp_path / "a.wav"
+    x = tone(6.0, 16000, hz=300.0)
+    sf.write(src, x, 16000)
+    r = Redactor(RedactConfig(uncovered=action), asr=FakeAsr("hello there"), detectors=[PatternDetector()])
+    if action == "fail":
+        with pytest.raises(DeidError, match="could not be checked for PII"):
+            redact_file(r, src, None, {src.resolve()})
+        assert not (tmp_path / "a.redacted.wav").exists()
+        return
+    _, json_out, result = redact_file(r, src, None, {src.resolve()})
+    d = json.loads(json_out.read_text())
+    assert d["uncovered_action"] == action and d["uncovered_speech"] and d["spans"] == []
+    y, _ = sf.read(tmp_path / "a.redacted.wav", dtype="float32")
+    k = int(4.0 * 16000)
+    changed = not np.allclose(y[k:k + 400], x[k:k + 400, 0], atol=1e-3)
+    assert changed is (action == "beep")

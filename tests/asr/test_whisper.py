@@ -154,3 +154,45 @@ def test_cached_transcriber_keys_on_the_model_files(tmp_path, monkeypatch):
     assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is not None
     (folder / "model.bin").write_bytes(b"retrained")
     assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is None
+
+
+def _looping_transcriber(loop_when):
+    """A Transcriber whose decoder loops ("-0 -0 -0 ...") when ``loop_when(prompt)``."""
+    from deid_speech.asr.whisper import AsrOptions, Transcriber
+
+    t = object.__new__(Transcriber)
+    t.options = AsrOptions(window_s=10.0, overlap_s=0.5)
+    t.prompts = []
+
+    def decode(audio, prompt=None):
+        t.prompts.append(prompt)
+        dur = len(audio) / 16000
+        if loop_when(prompt, dur):
+            return [(" -0", 0.1 * i, 0.1 * i + 0.05, 0.9) for i in range(int(dur * 9))], [(0.0, dur)]
+        return [(f" word{i}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(int(dur * 2))], [(0.0, dur)]
+
+    t._decode = decode
+    return t
+
+
+def test_a_looping_window_is_decoded_again_without_the_prompt():
+    import numpy as np
+
+    audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
+    t = _looping_transcriber(lambda prompt, dur: bool(prompt) and dur > 5)  # loops only when prompted
+    tr = t.transcribe(audio)
+    assert "-0" not in tr.text and len(tr.words) > 30
+    assert "" in t.prompts[1:]  # the retry ran without the previous words
+
+
+def test_a_window_that_loops_whatever_is_left_uncovered_not_passed_as_checked():
+    import numpy as np
+
+    from deid_speech.asr.whisper import uncovered_speech
+
+    audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
+    t = _looping_transcriber(lambda prompt, dur: dur > 5 and len(t.prompts) > 1)  # windows 2.. always loop
+    tr = t.transcribe(audio)
+    assert "-0" not in tr.text
+    gaps = uncovered_speech(audio, 16000, tr.words)
+    assert gaps and sum(b - a for a, b in gaps) > 10  # the looping windows' speech is reported
