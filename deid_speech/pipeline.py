@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deid_speech.audio import EXTENSIONS, Audio, load, save, write_text_atomic
+from deid_speech.audio import EXTENSIONS, Audio, for_recognition, load, save, write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text
 from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
@@ -177,6 +177,7 @@ class Redactor:
         found, per = [], []
         added_total, uncovered = 0, []
         for channel, mono in audio.tracks16k():
+            mono = for_recognition(mono)  # quiet speech is raised, not skipped
             transcript = self.asr.transcribe(mono, progress=progress)
             spans = self.detect(transcript)
             if self.verifier is not None:

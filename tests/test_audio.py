@@ -76,3 +76,47 @@ def test_iter_jsonl_names_the_file_and_line_of_a_bad_record(tmp_path):
     p.write_bytes(b'{"a": "\xff\xfe"}\n')
     with pytest.raises(DeidError, match="not UTF-8"):
         list(iter_jsonl(p))
+
+
+def _wav_with_header(tmp_path, rate=None, channels=None):
+    import struct
+
+    p = tmp_path / "lie.wav"
+    sf.write(p, np.zeros((1600, 1), np.float32), 16000, subtype="PCM_16")
+    b = bytearray(p.read_bytes())
+    if rate is not None:
+        b[24:28] = struct.pack("<I", rate)
+    if channels is not None:
+        b[22:24] = struct.pack("<H", channels)
+    p.write_bytes(bytes(b))
+    return p
+
+
+@pytest.mark.parametrize("rate,channels,msg", [(1000003, None, "claims 1000003 Hz"),
+                                               (10000019, None, "claims 10000019 Hz"),
+                                               (None, 129, "claims 129 channels")])
+def test_a_header_that_lies_is_a_one_line_error(tmp_path, rate, channels, msg):
+    from deid_speech.audio import load
+    from deid_speech.errors import DeidError
+
+    with pytest.raises(DeidError, match=msg):
+        load(_wav_with_header(tmp_path, rate, channels))
+
+
+def test_odd_rates_resample_with_a_small_filter():
+    from deid_speech.audio import resample
+
+    y = resample(np.ones(44101, np.float32), 44101, 16000)
+    assert abs(len(y) - 16000) <= 20
+
+
+def test_quiet_speech_is_raised_for_recognition_and_normal_speech_is_untouched():
+    from deid_speech.audio import for_recognition
+
+    t = np.arange(16000) / 16000
+    normal = (0.1 * np.sin(2 * np.pi * 200 * t)).astype(np.float32)
+    quiet = normal * 10 ** (-70 / 20)
+    assert for_recognition(normal) is normal
+    up = for_recognition(quiet)
+    assert 0.03 < np.sqrt(np.mean(up ** 2)) < 0.1 and np.abs(up).max() < 1
+    assert not for_recognition(np.zeros(16000, np.float32)).any()
