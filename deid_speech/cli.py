@@ -162,7 +162,9 @@ def cmd_redact(args: argparse.Namespace) -> int:
         from deid_speech.asr.models import ALLOW_DOWNLOAD_ENV
 
         os.environ[ALLOW_DOWNLOAD_ENV] = "1"
-    files = collect_inputs(args.inputs)
+    files, skipped = collect_inputs(args.inputs)
+    for f, why in skipped:
+        print(f"skipped: {f} ({why})", file=sys.stderr)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
                           redact=RedactOptions(mode=args.mode, padding=args.padding),
                           spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,

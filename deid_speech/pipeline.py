@@ -210,19 +210,50 @@ def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:
     return folder / f"{stem}.redacted{src.suffix}", folder / f"{stem}.redacted.json"
 
 
-def collect_inputs(paths: list[str]) -> list[Path]:
-    """Expand folders (recursively, audio extensions only, skipping earlier outputs)."""
+def _is_our_output(f: Path) -> bool:
+    """``X.redacted.<ext>`` with its sidecar ``X.redacted.json`` beside it, or that sidecar:
+    what an earlier run wrote (a recording that merely has ".redacted." in its name is not)."""
+    name = f.name
+    if name.endswith(".redacted.json"):
+        return True
+    stem, _, ext = name.rpartition(".")
+    return stem.endswith(".redacted") and (f.parent / f"{stem}.json").is_file()
+
+
+def _readable_audio(f: Path) -> bool:
+    import soundfile as sf
+
+    try:
+        sf.info(str(f))
+        return True
+    except Exception:
+        return False
+
+
+def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Expand folders recursively: (files to redact, files skipped with the reason).
+    Audio is found by extension or, for other names, by whether it can be decoded; hidden
+    and temporary files and what earlier runs wrote are skipped, and every skip is listed."""
     files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in EXTENSIONS
-                           and ".redacted." not in f.name)
-            if not found:
-                raise DeidError(f"{p}: no audio files ({', '.join(EXTENSIONS)}) in this folder")
-            files.extend(found)
-        else:
+        if not p.is_dir():
             files.append(p)
-    return files
+            continue
+        found = []
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            if f.name.startswith("."):
+                skipped.append((f, "hidden or temporary file"))
+            elif _is_our_output(f):
+                skipped.append((f, "written by an earlier deid-speech run"))
+            elif f.suffix.lower() in EXTENSIONS or _readable_audio(f):
+                found.append(f)
+            else:
+                skipped.append((f, "not audio this tool can decode (convert m4a/aac/amr/wma to WAV or FLAC)"))
+        if not found:
+            raise DeidError(f"{p}: no audio files ({', '.join(EXTENSIONS)} or others libsndfile reads) in this folder")
+        files.extend(found)
+    return files, skipped
 
 
 def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set[Path],

@@ -104,11 +104,17 @@ def test_output_that_would_overwrite_an_input_is_refused(tmp_path):
     assert victim.read_bytes() == before
 
 
-def test_folders_are_searched_and_earlier_outputs_skipped(tmp_path):
+def test_folders_are_searched_and_every_skip_is_listed_with_its_reason(tmp_path):
     (tmp_path / "a").mkdir()
-    for name in ("a/one.wav", "two.flac", "two.redacted.flac", "notes.txt"):
+    for name in ("a/one.wav", "two.flac", "two.redacted.flac", "two.redacted.json", "notes.txt", "clip.m4a",
+                 ".tmp-x.wav", "rec.redacted.final.wav"):
         (tmp_path / name).write_bytes(b"x")
-    assert [p.name for p in collect_inputs([str(tmp_path)])] == ["one.wav", "two.flac"]
+    sf.write(tmp_path / "noext", tone(0.5), 16000, format="WAV")  # a real recording without an extension
+    files, skipped = collect_inputs([str(tmp_path)])
+    assert [p.name for p in files] == ["one.wav", "noext", "rec.redacted.final.wav", "two.flac"]
+    why = {p.name: r for p, r in skipped}
+    assert set(why) == {"two.redacted.flac", "two.redacted.json", "notes.txt", "clip.m4a", ".tmp-x.wav"}
+    assert "earlier deid-speech run" in why["two.redacted.flac"] and "decode" in why["clip.m4a"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(DeidError, match="no audio files"):
         collect_inputs([str(tmp_path / "empty")])
