@@ -156,9 +156,22 @@ def save(audio: Audio, path: str | os.PathLike) -> None:
         sf.write(tmp, data, audio.sample_rate, format=audio.format, subtype=audio.subtype)
         os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, p)
-    except Exception as e:
+    except BaseException as e:  # Ctrl-C and SIGTERM too: never leave a temporary file behind
         Path(tmp).unlink(missing_ok=True)
-        raise DeidError(f"{p}: cannot write audio ({e})") from None
+        if not isinstance(e, Exception):
+            raise
+        raise DeidError(f"{p}: cannot write audio ({write_error(e)})") from None
+
+
+def write_error(e: BaseException) -> str:
+    """A one-line reason for a failed write that says what to do about it."""
+    import errno
+
+    code = getattr(e, "errno", None)
+    return {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied", errno.EROFS: "read-only file system",
+            errno.ENAMETOOLONG: "file name too long", errno.ENOTDIR: "a path component is a file, not a folder",
+            }.get(code, str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -170,7 +183,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
             f.write(text)
         os.chmod(tmp, _umask_mode())
         os.replace(tmp, p)
-    except Exception:
+    except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 

@@ -272,16 +272,31 @@ COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-
             "experiment": lambda args: _module("deid_speech.experiment").run(args)}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so every cleanup runs as for Ctrl-C."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return COMMANDS[args.command](args)
     except DeidError as e:
         print(f"deid-speech: error: {e}", file=sys.stderr)
         return 1
+    except Terminated:
+        print("deid-speech: terminated; no partial output was left", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
-        print("deid-speech: interrupted", file=sys.stderr)
+        print("deid-speech: interrupted; no partial output was left", file=sys.stderr)
         return 130
 
 

@@ -258,7 +258,11 @@ def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]
 
 def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set[Path],
                 progress=None) -> tuple[Path, Path, RedactResult]:
-    """Redact one file; write both outputs or neither (fail closed)."""
+    """Redact one file; write both outputs or neither (fail closed). The JSON is committed
+    last: an audio output without its JSON is unfinished, and a JSON from an earlier run is
+    removed before the new audio lands, so a fresh audio never pairs with a stale report."""
+    from deid_speech.audio import write_error
+
     audio_out, json_out = output_paths(src, out_dir)
     for out in (audio_out, json_out):
         if out.resolve() in inputs:
@@ -266,13 +270,38 @@ def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set
     audio = load(src)
     result = redactor.redact(audio, progress=progress)
     record = result.to_json(str(src), redactor.config, redactor.asr.name)
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    clean_old_temps(audio_out.parent)
+    try:
+        json_out.unlink(missing_ok=True)
+    except OSError as e:
+        raise DeidError(f"{json_out}: cannot replace the earlier report ({write_error(e)})") from None
     save(result.audio, audio_out)
     try:
-        write_text_atomic(json_out, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-    except Exception as e:
+        write_text_atomic(json_out, text)
+    except BaseException as e:  # the pair or nothing, Ctrl-C included
         audio_out.unlink(missing_ok=True)
-        raise DeidError(f"{json_out}: cannot write ({e})") from None
+        if not isinstance(e, Exception):
+            raise
+        raise DeidError(f"{json_out}: cannot write ({write_error(e)})") from None
     return audio_out, json_out, result
+
+
+TEMP_MAX_AGE_S = 3600.0
+
+
+def clean_old_temps(folder: Path, max_age_s: float = TEMP_MAX_AGE_S) -> None:
+    """Remove ``.tmp-*`` files an interrupted run left in ``folder`` (older than an hour,
+    so a concurrent run's temporaries are safe)."""
+    import time
+
+    now = time.time()
+    for t in folder.glob(".tmp-*"):
+        try:
+            if t.is_file() and now - t.stat().st_mtime > max_age_s:
+                t.unlink()
+        except OSError:
+            pass
 
 
 def output_collisions(files: list[Path], out_dir: Path | None) -> dict[Path, str]:

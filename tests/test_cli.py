@@ -155,3 +155,21 @@ def test_the_same_noisy_input_gives_the_same_redaction_on_every_run(tmp_path):
         d = json.loads((tmp_path / f"o{k}" / "noisy.redacted.json").read_text())
         outs.append((d["transcript"], d["spans"]))
     assert outs[0] == outs[1]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_killed_run_leaves_no_temporary_or_half_output(tmp_path, sig, code):
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "deid_speech", "redact", str(EXAMPLE), "--out-dir", str(out),
+                          "--progress", "off"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4.0)  # models loaded, decoding under way
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == code and "Traceback" not in err
+    left = sorted(f.name for f in out.iterdir()) if out.exists() else []
+    assert not any(n.startswith(".tmp-") for n in left)
+    assert ("call.redacted.json" in left) == ("call.redacted.wav" in left)  # both or neither

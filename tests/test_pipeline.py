@@ -334,3 +334,34 @@ def test_speech_no_word_covers_is_beeped_or_fails_the_file_or_is_only_reported(t
     k = int(4.0 * 16000)
     changed = not np.allclose(y[k:k + 400], x[k:k + 400, 0], atol=1e-3)
     assert changed is (action == "beep")
+
+
+def test_a_fresh_audio_never_pairs_with_a_stale_report(tmp_path, monkeypatch):
+    import deid_speech.pipeline as P
+
+    src = tmp_path / "a.wav"
+    sf.write(src, tone(5.0), 16000)
+    (tmp_path / "a.redacted.json").write_text('{"stale": true}')
+
+    def fail_json(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(P, "write_text_atomic", fail_json)
+    with pytest.raises(DeidError, match="disk full"):
+        redact_file(redactor(), src, None, {src.resolve()})
+    assert not (tmp_path / "a.redacted.json").exists() and not (tmp_path / "a.redacted.wav").exists()
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_old_temporaries_are_cleaned_and_fresh_ones_kept(tmp_path):
+    import os
+    import time
+
+    from deid_speech.pipeline import clean_old_temps
+
+    old, fresh = tmp_path / ".tmp-old.wav", tmp_path / ".tmp-new.wav"
+    old.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    clean_old_temps(tmp_path)
+    assert not old.exists() and fresh.exists()
