@@ -162,6 +162,11 @@ def cmd_redact(args: argparse.Namespace) -> int:
         from deid_speech.asr.models import ALLOW_DOWNLOAD_ENV
 
         os.environ[ALLOW_DOWNLOAD_ENV] = "1"
+    if args.out_dir is not None:  # checked before any work, not after every file was transcribed
+        if args.out_dir.exists() and not args.out_dir.is_dir():
+            raise DeidError(f"--out-dir {args.out_dir} is a file, not a folder")
+        if args.out_dir.is_dir() and not os.access(args.out_dir, os.W_OK | os.X_OK):
+            raise DeidError(f"--out-dir {args.out_dir}: permission denied (cannot write there)")
     files, skipped = collect_inputs(args.inputs)
     for f, why in skipped:
         print(f"skipped: {f} ({why})", file=sys.stderr)

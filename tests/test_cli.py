@@ -173,3 +173,10 @@ def test_a_killed_run_leaves_no_temporary_or_half_output(tmp_path, sig, code):
     left = sorted(f.name for f in out.iterdir()) if out.exists() else []
     assert not any(n.startswith(".tmp-") for n in left)
     assert ("call.redacted.json" in left) == ("call.redacted.wav" in left)  # both or neither
+
+
+def test_an_out_dir_that_is_a_file_is_refused_before_any_work(tmp_path):
+    (tmp_path / "out").write_text("x")
+    r = run("redact", EXAMPLE, "--out-dir", tmp_path / "out")
+    assert r.returncode == 1 and "is a file, not a folder" in r.stderr and "Traceback" not in r.stderr
+    assert (tmp_path / "out").read_text() == "x"
