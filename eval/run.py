@@ -44,6 +44,7 @@ class Prediction:
     transcript: Transcript
     redacted_transcript: str
     padding: float = 0.1
+    blanked: list[tuple[float, float]] = field(default_factory=list)  # beeped too: speech no word covered
 
 
 def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | None = None) -> list[Item]:
@@ -107,7 +108,8 @@ class SystemScore:
     def add(self, item: Item, pred: Prediction, duration: float) -> None:
         self.agnostic.add(item.entities, pred.spans)
         self.exact.add(item.entities, pred.spans, label_exact=True)
-        regions = [(max(0.0, s.start - pred.padding), min(duration, s.end + pred.padding)) for s in pred.spans]
+        regions = [(max(0.0, s.start - pred.padding), min(duration, s.end + pred.padding))
+                   for s in pred.spans] + list(pred.blanked)
         speech = [(w.start, w.end) for w in (item.words or pred.transcript.words)]
         file_leak = self.leak.add(item.entities, regions, speech)
         tr = pred.transcript
@@ -210,8 +212,10 @@ def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item
     for item in items:
         d = json.loads(found[item.audio.stem].read_text(encoding="utf-8"))
         tr = Transcript.from_dict({"text": d["transcript"], "words": d.get("words", [])})
+        blanked = [(float(a), float(b)) for a, b in d.get("uncovered_speech", [])] \
+            if d.get("uncovered_action") == "beep" else []
         pred = Prediction([Span.from_dict(s) for s in d["spans"]], tr, d.get("redacted_transcript", ""),
-                          float(d.get("padding", 0.0)))
+                          float(d.get("padding", 0.0)), blanked)
         yield item, float(d.get("duration", 0.0)), {str(d.get("system", "saved")): pred}
 
 
