@@ -15,7 +15,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 demo: setup
 	$(VENV)/bin/deid-speech redact $(EXAMPLE) --out-dir out/demo
 	@echo "--- redacted transcript (out/demo/call.redacted.json) ---"
-	@$(PY) -c "import json; d=json.load(open('out/demo/call.redacted.json')); print(d['redacted_transcript']); print(); [print(f\"{s['label']:<13} {s['start']:7.2f}-{s['end']:<7.2f} {s['text']}\") for s in d['spans']]"
+	@$(PY) -c "import json; d=json.load(open('out/demo/call.redacted.json')); print(d['redacted_transcript']); print(); [print(f\"{s['label']:<13} {s['start']:7.2f}-{s['end']:<7.2f} {s['source']}\") for s in d['spans']]"
 
 test: setup
 	$(PY) -m pytest -q

@@ -39,8 +39,8 @@ def repeat(manifest: Path, n: int) -> dict:
             subprocess.run(CLI + ["redact", *files, "--out-dir", str(out), "--progress", "off"], check=True,
                            capture_output=True)
             runs.append({p.name: json.loads(p.read_text()) for p in out.glob("*.redacted.json")})
-    differ = [name for name in runs[0] if (runs[0][name]["transcript"], runs[0][name]["spans"])
-              != (runs[1][name]["transcript"], runs[1][name]["spans"])]
+    differ = [name for name in runs[0] if (runs[0][name]["redacted_transcript"], runs[0][name]["spans"])
+              != (runs[1][name]["redacted_transcript"], runs[1][name]["spans"])]
     return {"files": len(runs[0]), "differing": len(differ), "examples": differ[:5]}
 
 

@@ -174,14 +174,16 @@ def write_error(e: BaseException) -> str:
             }.get(code, str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+def write_text_atomic(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
+    """Write ``text`` atomically (temp file, then rename); ``mode`` overrides the usual
+    permissions (0600 for a file that holds personal data)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=p.suffix, dir=p.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, _umask_mode())
+        os.chmod(tmp, _umask_mode() if mode is None else mode)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--uncovered", choices=("beep", "fail", "warn"), default="beep",
                    help="speech-like audio that got no words (so was not checked for PII): beep it "
                         "(default), fail the file, or only warn")
+    r.add_argument("--unredacted-report", action="store_true",
+                   help="also write X.pii.json (mode 0600): the clear transcript, span texts and words. "
+                        "Never written by default; X.redacted.json never holds clear text")
     r.add_argument("--verify", action="store_true",
                    help="a second opinion: the e2e model transcribes what the cascade leaves audible, the "
                         "cascade's detectors read that transcript, and what they find is redacted too")
@@ -175,10 +178,11 @@ def cmd_redact(args: argparse.Namespace) -> int:
                           spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
                           verify=args.verify, uncovered=args.uncovered)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-    return redact_many(Redactor(config), files, args.out_dir, show)
+    return redact_many(Redactor(config), files, args.out_dir, show, unredacted_report=args.unredacted_report)
 
 
-def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False) -> int:
+def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False,
+                unredacted_report: bool = False) -> int:
     """Redact every file, continue past failures, print a summary; 1 if any failed."""
     from deid_speech.pipeline import output_collisions
 
@@ -196,7 +200,7 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
             bar.set_description(f.name[:40])
             bar.set_postfix_str("")
         progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
-        good, msg = _redact_one(redactor, f, out_dir, inputs, refused.get(f), progress, t0)
+        good, msg = _redact_one(redactor, f, out_dir, inputs, refused.get(f), progress, t0, unredacted_report)
         ok += good
         if not good:
             failed.append(f)
@@ -214,14 +218,15 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
 
 
 def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refused: str | None,
-                progress, t0: float) -> tuple[bool, str]:
+                progress, t0: float, unredacted_report: bool = False) -> tuple[bool, str]:
     """Redact one file of a batch: (success, the line to print). Never raises."""
     from deid_speech.pipeline import redact_file, remove_stale_outputs
 
     if refused is not None:  # its outputs belong to another input: touch nothing
         return False, f"error: {refused}"
     try:
-        audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress)
+        audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress,
+                                           unredacted_report=unredacted_report)
     except Exception as e:  # never a traceback, never a half-written or stale output
         problem = remove_stale_outputs(f, out_dir, inputs)
         msg = f"error: {e}" if isinstance(e, DeidError) else f"error: {f}: unexpected failure ({type(e).__name__}: {e})"

@@ -12,7 +12,7 @@ from deid_speech.errors import DeidError
 from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text
 from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the redacted report holds no clear text; the clear one is X.pii.json, opt-in
 UNCOVERED_ACTIONS = ("beep", "fail", "warn")
 
 
@@ -50,9 +50,18 @@ class RedactResult:
     redacted_transcript: str
     uncovered: list[tuple[float, float]] = field(default_factory=list)
     verification: dict | None = None  # {"by": verifier, "added": n} when --verify ran
-    channels: list[dict] = field(default_factory=list)  # per channel, when channels differ
+    channels: list[dict] = field(default_factory=list)  # per channel, when channels differ:
+    # {"channel", "transcript" (Transcript), "redacted_transcript", "spans" (that channel's)}
 
     def to_json(self, file: str, config: RedactConfig, asr_name: str) -> dict:
+        """The report shared with the redacted audio (``X.redacted.json``): labels, times,
+        scores and sources of what was redacted, the redacted transcript and word list; no
+        clear text of any span or word."""
+        from deid_speech.redact import redacted_words
+
+        def spans_of(spans: list[Span]) -> list[dict]:
+            return [{k: v for k, v in s.to_dict().items() if k != "text"} for s in spans]
+
         return {
             "schema_version": SCHEMA_VERSION,
             "file": file,
@@ -65,18 +74,34 @@ class RedactResult:
             "mode": config.redact.mode,
             "padding": config.redact.padding,
             "labels": list(config.labels),
-            "spans": [s.to_dict() for s in self.spans],
-            "transcript": self.transcript.text,
+            "spans": spans_of(self.spans),
             "redacted_transcript": self.redacted_transcript,
             # speech-like audio that no transcribed word covers: it was not checked for PII
             "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
             "uncovered_action": config.uncovered,  # beep: those stretches were redacted too
             # the second opinion (--verify): which decoder re-read the audible audio, spans it added
             "verified": self.verification,
-            "words": [w.to_dict() for w in self.transcript.words],
+            "words": redacted_words(self.transcript, self.spans),
             # a file whose channels differ: each channel was transcribed and checked on its own
             # (the top-level transcript and words are the first channel's; spans are the union)
-            "channel_results": self.channels,
+            "channel_results": [{"channel": c["channel"], "redacted_transcript": c["redacted_transcript"],
+                                 "spans": spans_of(c["spans"]), "words": redacted_words(c["transcript"], self.spans)}
+                                for c in self.channels],
+        }
+
+    def to_pii_json(self, file: str) -> dict:
+        """The unredacted report (``X.pii.json``, written only with --unredacted-report,
+        mode 0600): the clear transcript, every span's text, every word."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "file": file,
+            "warning": "holds the personal data the redaction removed: keep it as safe as the original audio",
+            "transcript": self.transcript.text,
+            "spans": [s.to_dict() for s in self.spans],
+            "words": [w.to_dict() for w in self.transcript.words],
+            "channel_results": [{"channel": c["channel"], "transcript": c["transcript"].text,
+                                 "spans": [s.to_dict() for s in c["spans"]],
+                                 "words": [w.to_dict() for w in c["transcript"].words]} for c in self.channels],
         }
 
 
@@ -190,8 +215,8 @@ class Redactor:
         spans = merge_spans(found)
         verification = {"by": self.verifier.name, "added": added_total} if self.verifier is not None else None
         channels = [] if len(per) == 1 else [
-            {"channel": ch, "transcript": tr.text, "redacted_transcript": redact_text(tr, spans),
-             "spans": [s.to_dict() for s in sp], "words": [w.to_dict() for w in tr.words]} for ch, tr, sp in per]
+            {"channel": ch, "transcript": tr, "redacted_transcript": redact_text(tr, spans), "spans": sp}
+            for ch, tr, sp in per]
         first = per[0][1]
         uncovered = sorted(uncovered)
         blanks = []
@@ -256,31 +281,43 @@ def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]
     return files, skipped
 
 
+def pii_report_path(src: Path, out_dir: Path | None) -> Path:
+    """Where ``--unredacted-report`` writes the clear report: ``X.pii.json``."""
+    return output_paths(src, out_dir)[1].with_name(output_paths(src, out_dir)[1].name[: -len(".redacted.json")]
+                                                   + ".pii.json")
+
+
 def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set[Path],
-                progress=None) -> tuple[Path, Path, RedactResult]:
+                progress=None, unredacted_report: bool = False) -> tuple[Path, Path, RedactResult]:
     """Redact one file; write both outputs or neither (fail closed). The JSON is committed
     last: an audio output without its JSON is unfinished, and a JSON from an earlier run is
-    removed before the new audio lands, so a fresh audio never pairs with a stale report."""
+    removed before the new audio lands, so a fresh audio never pairs with a stale report.
+    ``unredacted_report``: also write the clear report ``X.pii.json`` (mode 0600)."""
     from deid_speech.audio import write_error
 
     audio_out, json_out = output_paths(src, out_dir)
-    for out in (audio_out, json_out):
+    pii_out = pii_report_path(src, out_dir)
+    for out in (audio_out, json_out, pii_out):
         if out.resolve() in inputs:
             raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
     audio = load(src)
     result = redactor.redact(audio, progress=progress)
-    record = result.to_json(str(src), redactor.config, redactor.asr.name)
-    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(result.to_json(str(src), redactor.config, redactor.asr.name), indent=2, ensure_ascii=False)
     clean_old_temps(audio_out.parent)
     try:
         json_out.unlink(missing_ok=True)
+        pii_out.unlink(missing_ok=True)  # a clear report of an earlier run never outlives it
     except OSError as e:
         raise DeidError(f"{json_out}: cannot replace the earlier report ({write_error(e)})") from None
     save(result.audio, audio_out)
     try:
-        write_text_atomic(json_out, text)
+        if unredacted_report:
+            write_text_atomic(pii_out, json.dumps(result.to_pii_json(str(src)), indent=2, ensure_ascii=False) + "\n",
+                              mode=0o600)
+        write_text_atomic(json_out, text + "\n")
     except BaseException as e:  # the pair or nothing, Ctrl-C included
         audio_out.unlink(missing_ok=True)
+        pii_out.unlink(missing_ok=True)
         if not isinstance(e, Exception):
             raise
         raise DeidError(f"{json_out}: cannot write ({write_error(e)})") from None
@@ -331,7 +368,7 @@ def remove_stale_outputs(src: Path, out_dir: Path | None, inputs: set[Path] = fr
     this input: a stale output would look like a fresh, successful redaction. Never
     removes an input of this run. Returns a problem to report (the cleanup itself failed)
     instead of raising."""
-    for out in output_paths(src, out_dir):
+    for out in (*output_paths(src, out_dir), pii_report_path(src, out_dir)):
         try:
             key = out.resolve()
             if key == src.resolve() or key in inputs or not out.is_file():

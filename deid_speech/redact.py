@@ -155,10 +155,9 @@ def _covers(s: Span, w) -> bool:
     return w.end > w.start and inside >= 0.5 * (w.end - w.start)
 
 
-def redact_text(transcript: Transcript, spans: list[Span]) -> str:
-    """The transcript with each span's words replaced by ``[LABEL_n]``; n counts distinct
-    values per label within the call, in order of first mention. Runs of words under one
-    placeholder collapse to one; a trailing punctuation mark of the last word is kept."""
+def word_tags(transcript: Transcript, spans: list[Span]) -> list[str | None]:
+    """Each word's placeholder ``[LABEL_n]`` if a span covers it, else None; n counts
+    distinct values per label within the call, in order of first mention."""
     numbering: dict[tuple[str, str], int] = {}
     counts: dict[str, int] = {}
     tags: list[str | None] = [None] * len(transcript.words)
@@ -170,6 +169,14 @@ def redact_text(transcript: Transcript, spans: list[Span]) -> str:
         for i, w in enumerate(transcript.words):
             if tags[i] is None and _covers(s, w):
                 tags[i] = f"[{s.label}_{numbering[key]}]"
+    return tags
+
+
+def redact_text(transcript: Transcript, spans: list[Span]) -> str:
+    """The transcript with each span's words replaced by their placeholder
+    (:func:`word_tags`). Runs of words under one placeholder collapse to one; a trailing
+    punctuation mark of the last word is kept."""
+    tags = word_tags(transcript, spans)
     parts: list[str] = []
     for i, w in enumerate(transcript.words):
         tag = tags[i]
@@ -181,3 +188,10 @@ def redact_text(transcript: Transcript, spans: list[Span]) -> str:
             parts.pop()
         parts.append(tag + (trail.group() if trail else ""))
     return " ".join(parts)
+
+
+def redacted_words(transcript: Transcript, spans: list[Span]) -> list[dict]:
+    """The word list with every covered word's text replaced by its placeholder (times
+    kept, character offsets and probabilities dropped: they would tell the PII's length)."""
+    return [{"text": tag or w.text, "start": round(w.start, 3), "end": round(w.end, 3)}
+            for w, tag in zip(transcript.words, word_tags(transcript, spans))]

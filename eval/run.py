@@ -200,7 +200,9 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
 
 
 def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
-    """Saved ``redact`` outputs (``<stem>.redacted.json``), matched to items by audio stem."""
+    """Saved ``redact`` outputs (``<stem>.redacted.json``, and ``<stem>.pii.json`` where
+    written), matched to items by audio stem. Times need only the redacted report; the text
+    metrics (WER, SPriV) read the clear transcript from the ``.pii.json``."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DeidError(f"{folder}: no such folder of redact outputs")
@@ -210,8 +212,15 @@ def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item
         raise DeidError(f"{folder}: no redact output for {len(missing)} manifest record(s), e.g. "
                         f"{missing[0]}.redacted.json; score a manifest subset or redact them first")
     for item in items:
-        d = json.loads(found[item.audio.stem].read_text(encoding="utf-8"))
-        tr = Transcript.from_dict({"text": d["transcript"], "words": d.get("words", [])})
+        path = found[item.audio.stem]
+        d = json.loads(path.read_text(encoding="utf-8"))
+        pii = path.with_name(path.name[: -len(".redacted.json")] + ".pii.json")
+        if pii.is_file():  # the clear report (--unredacted-report): text metrics on the real transcript
+            clear = json.loads(pii.read_text(encoding="utf-8"))
+            tr = Transcript.from_dict({"text": clear["transcript"], "words": clear["words"]})
+            d["spans"] = clear["spans"]
+        else:  # the shared report only: the redacted words stand in for the transcript
+            tr = Transcript.from_words((w["text"], w["start"], w["end"]) for w in d.get("words", []))
         blanked = [(float(a), float(b)) for a, b in d.get("uncovered_speech", [])] \
             if d.get("uncovered_action") == "beep" else []
         pred = Prediction([Span.from_dict(s) for s in d["spans"]], tr, d.get("redacted_transcript", ""),

@@ -153,7 +153,7 @@ def test_the_same_noisy_input_gives_the_same_redaction_on_every_run(tmp_path):
         r = run("redact", tmp_path / "noisy.wav", "--out-dir", tmp_path / f"o{k}", "--progress", "off")
         assert r.returncode == 0, r.stderr
         d = json.loads((tmp_path / f"o{k}" / "noisy.redacted.json").read_text())
-        outs.append((d["transcript"], d["spans"]))
+        outs.append((d["redacted_transcript"], d["words"], d["spans"]))
     assert outs[0] == outs[1]
 
 
@@ -180,3 +180,22 @@ def test_an_out_dir_that_is_a_file_is_refused_before_any_work(tmp_path):
     r = run("redact", EXAMPLE, "--out-dir", tmp_path / "out")
     assert r.returncode == 1 and "is a file, not a folder" in r.stderr and "Traceback" not in r.stderr
     assert (tmp_path / "out").read_text() == "x"
+
+
+@pytest.mark.model
+def test_no_clear_pii_in_any_default_output_of_a_real_redaction(tmp_path):
+    """The strings the redaction hid, as the recogniser wrote them (from the opt-in clear
+    report) and as they were spoken (the example's ground truth), appear in no default output."""
+    import re
+
+    r = run("redact", EXAMPLE, "--out-dir", tmp_path / "d", "--progress", "off")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["call.redacted.json", "call.redacted.wav"]
+    r = run("redact", EXAMPLE, "--out-dir", tmp_path / "p", "--unredacted-report", "--progress", "off")
+    hidden = [s["text"] for s in json.loads((tmp_path / "p" / "call.pii.json").read_text())["spans"]]
+    truth = [e["text"] for e in json.loads((ROOT / "data/examples/call.truth.json").read_text())["entities"]]
+    shared = (tmp_path / "d" / "call.redacted.json").read_text() + r.stdout + r.stderr
+    for value in hidden + truth:
+        for part in value.split(" | "):
+            digits = re.sub(r"\D", "", part)
+            assert part not in shared and (len(digits) < 4 or digits not in re.sub(r"\D", "", shared))

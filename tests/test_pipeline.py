@@ -49,12 +49,13 @@ def test_redact_file_writes_audio_and_json_next_to_input(call):
     assert (info.samplerate, info.channels, info.format) == (44100, 2, "FLAC")
     assert info.frames == sf.info(call).frames
     d = json.loads(json_out.read_text())
-    assert set(d) >= {"file", "duration", "sample_rate", "system", "asr_model", "spans", "transcript",
-                      "redacted_transcript"}
+    assert set(d) >= {"file", "duration", "sample_rate", "system", "asr_model", "spans", "redacted_transcript"}
+    assert "transcript" not in d and d["schema_version"] == 2
     assert d["system"] == "cascade" and d["asr_model"] == "fake" and d["sample_rate"] == 44100
     (span,) = d["spans"]
-    assert set(span) == {"label", "start", "end", "text", "score", "source"}
-    assert span["label"] == "PHONE" and span["text"] == "nine one two three four five six seven"
+    assert set(span) == {"label", "start", "end", "score", "source"}  # no clear text in a shared report
+    assert span["label"] == "PHONE" and "nine" not in json_out.read_text()
+    assert [w["text"] for w in d["words"]][4:6] == ["[PHONE_1]", "[PHONE_1]"]
     assert d["redacted_transcript"] == "hello my number is [PHONE_1] thank you"
     # the phone region really changed, the rest did not
     x, _ = sf.read(call)
@@ -301,10 +302,27 @@ def test_each_channel_is_transcribed_apart_and_what_either_says_is_redacted_in_b
     assert [c["channel"] for c in chans] == [0, 1]
     assert [[s["label"] for s in c["spans"]] for c in chans] == [["PHONE"], ["CREDIT_CARD"]]
     assert d["spans"] and min(s["start"] for s in d["spans"]) <= 1.1 and max(s["end"] for s in d["spans"]) >= 4.0
-    assert "nine one two" in chans[0]["transcript"] and "four five three" in chans[1]["transcript"]
-    assert "nine one two" not in chans[1]["transcript"]  # never one merged transcript
     assert all("four five three" not in c["redacted_transcript"] and "nine one two" not in c["redacted_transcript"]
                for c in chans)
+    assert "nine" not in json_out.read_text() and "four five" not in json_out.read_text()
+
+
+def test_the_unredacted_report_is_separate_opt_in_and_private(tmp_path):
+    import stat
+
+    agent, caller = tone(5.0, 16000, hz=600.0)[:, 0], tone(5.0, 16000, hz=120.0)[:, 0]
+    src = _stereo(tmp_path, agent, caller)
+    r = Redactor(RedactConfig(), asr=ChannelAsr(), detectors=[PatternDetector()])
+    redact_file(r, src, None, {src.resolve()})
+    assert not (tmp_path / "st.pii.json").exists()  # never by default
+    redact_file(r, src, None, {src.resolve()}, unredacted_report=True)
+    pii = tmp_path / "st.pii.json"
+    assert stat.S_IMODE(pii.stat().st_mode) == 0o600
+    d = json.loads(pii.read_text())
+    chans = d["channel_results"]
+    assert "nine one two" in chans[0]["transcript"] and "four five three" in chans[1]["transcript"]
+    assert "nine one two" not in chans[1]["transcript"]  # never one merged transcript
+    assert [s["text"] for s in chans[0]["spans"]] == ["nine one two three four five six seven"]
 
 
 def test_a_stereo_file_with_equal_channels_is_decoded_once(tmp_path):
