@@ -14,6 +14,9 @@ from deid_speech.errors import DeidError
 
 MODEL_RATE = 16000
 EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
+# containers libsndfile cannot read or write: decoded with PyAV (installed with faster-whisper),
+# redacted into FLAC ("call.m4a" -> "call.redacted.flac")
+TRANSCODED = (".m4a", ".aac", ".amr", ".wma", ".mp4", ".3gp", ".webm", ".mka", ".opus")
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,8 @@ def load(path: str | os.PathLike) -> Audio:
         info = sf.info(str(p))
     except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if p.suffix.lower() in TRANSCODED:
+            return _load_with_av(p)
         raise DeidError(f"{p}: cannot read audio ({msg})") from None
     # a header that lies (one flipped bit: 129 channels, 1,000,003 Hz) fails here, not open
     if not MIN_RATE <= info.samplerate <= MAX_RATE:
@@ -135,6 +140,35 @@ def load(path: str | os.PathLike) -> Audio:
     if not np.isfinite(data).all():
         raise DeidError(f"{p}: audio contains NaN or infinite samples")
     return Audio(data, int(sr), info.format, info.subtype)
+
+
+def _load_with_av(p: Path) -> Audio:
+    """Decode a container libsndfile cannot read (m4a/aac/amr/...) with PyAV; the redacted
+    output is written as 16-bit FLAC at the same rate and channel count."""
+    try:
+        import av
+
+        with av.open(str(p)) as c:
+            stream = c.streams.audio[0]
+            sr, ch = stream.rate, stream.channels
+            if not MIN_RATE <= sr <= MAX_RATE or not 1 <= ch <= MAX_CHANNELS:
+                raise DeidError(f"{p}: the container claims {sr} Hz, {ch} channels (a damaged file?)")
+            frames = [f.to_ndarray() for f in c.decode(stream)]
+    except DeidError:
+        raise
+    except Exception as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DeidError(f"{p}: cannot decode audio ({msg})") from None
+    if not frames:
+        raise DeidError(f"{p}: audio has zero length")
+    # planar (channels, n) or packed (1, n * channels) per frame
+    parts = [f.reshape(ch, -1) if f.shape[0] == ch else f.reshape(-1, ch).T for f in frames]
+    data = np.concatenate(parts, axis=1).T.astype(np.float32)
+    if np.issubdtype(frames[0].dtype, np.integer):
+        data /= float(np.iinfo(frames[0].dtype).max)
+    if not np.isfinite(data).all():
+        raise DeidError(f"{p}: audio contains NaN or infinite samples")
+    return Audio(np.ascontiguousarray(data), int(sr), "FLAC", "PCM_16")
 
 
 def _umask_mode() -> int:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deid_speech.audio import EXTENSIONS, Audio, for_recognition, load, save, write_text_atomic
+from deid_speech.audio import EXTENSIONS, TRANSCODED, Audio, for_recognition, load, save, write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text
 from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
@@ -230,9 +230,11 @@ class Redactor:
 
 
 def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:
+    """``X.redacted.<ext>`` (FLAC for containers libsndfile cannot write) and ``X.redacted.json``."""
     folder = out_dir if out_dir is not None else src.parent
     stem = src.name[: -len(src.suffix)] if src.suffix else src.name
-    return folder / f"{stem}.redacted{src.suffix}", folder / f"{stem}.redacted.json"
+    suffix = ".flac" if src.suffix.lower() in TRANSCODED else src.suffix
+    return folder / f"{stem}.redacted{suffix}", folder / f"{stem}.redacted.json"
 
 
 def _is_our_output(f: Path) -> bool:
@@ -271,10 +273,10 @@ def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]
                 skipped.append((f, "hidden or temporary file"))
             elif _is_our_output(f):
                 skipped.append((f, "written by an earlier deid-speech run"))
-            elif f.suffix.lower() in EXTENSIONS or _readable_audio(f):
+            elif f.suffix.lower() in EXTENSIONS + TRANSCODED or _readable_audio(f):
                 found.append(f)
             else:
-                skipped.append((f, "not audio this tool can decode (convert m4a/aac/amr/wma to WAV or FLAC)"))
+                skipped.append((f, "not audio this tool can decode"))
         if not found:
             raise DeidError(f"{p}: no audio files ({', '.join(EXTENSIONS)} or others libsndfile reads) in this folder")
         files.extend(found)

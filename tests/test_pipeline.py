@@ -107,15 +107,42 @@ def test_output_that_would_overwrite_an_input_is_refused(tmp_path):
 
 def test_folders_are_searched_and_every_skip_is_listed_with_its_reason(tmp_path):
     (tmp_path / "a").mkdir()
-    for name in ("a/one.wav", "two.flac", "two.redacted.flac", "two.redacted.json", "notes.txt", "clip.m4a",
-                 ".tmp-x.wav", "rec.redacted.final.wav"):
+    for name in ("a/one.wav", "two.flac", "two.redacted.flac", "two.redacted.json", "notes.txt", "clip.xyz",
+                 ".tmp-x.wav", "rec.redacted.final.wav", "call.m4a"):
         (tmp_path / name).write_bytes(b"x")
     sf.write(tmp_path / "noext", tone(0.5), 16000, format="WAV")  # a real recording without an extension
     files, skipped = collect_inputs([str(tmp_path)])
-    assert [p.name for p in files] == ["one.wav", "noext", "rec.redacted.final.wav", "two.flac"]
+    assert [p.name for p in files] == ["one.wav", "call.m4a", "noext", "rec.redacted.final.wav", "two.flac"]
     why = {p.name: r for p, r in skipped}
-    assert set(why) == {"two.redacted.flac", "two.redacted.json", "notes.txt", "clip.m4a", ".tmp-x.wav"}
-    assert "earlier deid-speech run" in why["two.redacted.flac"] and "decode" in why["clip.m4a"]
+    assert set(why) == {"two.redacted.flac", "two.redacted.json", "notes.txt", "clip.xyz", ".tmp-x.wav"}
+    assert "earlier deid-speech run" in why["two.redacted.flac"] and "decode" in why["clip.xyz"]
+
+
+def _m4a(path, seconds=2.0):
+    import av
+
+    with av.open(str(path), "w") as out:
+        st = out.add_stream("aac", rate=16000)
+        st.layout = "mono"
+        x = tone(seconds, 16000)[:, 0]
+        for i in range(0, len(x), 1024):
+            fr = av.AudioFrame.from_ndarray(x[None, i:i + 1024], format="flt", layout="mono")
+            fr.rate = 16000
+            for pkt in st.encode(fr):
+                out.mux(pkt)
+        for pkt in st.encode(None):
+            out.mux(pkt)
+    return path
+
+
+def test_an_m4a_call_is_decoded_and_redacted_into_flac(tmp_path):
+    src = _m4a(tmp_path / "call.m4a", 5.0)
+    audio_out, json_out, result = redact_file(redactor(), src, None, {src.resolve()})
+    assert audio_out.name == "call.redacted.flac" and sf.info(audio_out).format == "FLAC"
+    assert [s.label for s in result.spans] == ["PHONE"]
+    (tmp_path / "bad.m4a").write_bytes(b"not audio")
+    with pytest.raises(DeidError, match="cannot decode audio"):
+        redact_file(redactor(), tmp_path / "bad.m4a", None, set())
     (tmp_path / "empty").mkdir()
     with pytest.raises(DeidError, match="no audio files"):
         collect_inputs([str(tmp_path / "empty")])
