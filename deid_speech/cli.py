@@ -170,7 +170,7 @@ def cmd_redact(args: argparse.Namespace) -> int:
             raise DeidError(f"--out-dir {args.out_dir} is a file, not a folder")
         if args.out_dir.is_dir() and not os.access(args.out_dir, os.W_OK | os.X_OK):
             raise DeidError(f"--out-dir {args.out_dir}: permission denied (cannot write there)")
-    files, skipped = collect_inputs(args.inputs)
+    files, skipped, roots = collect_inputs(args.inputs)
     for f, why in skipped:
         print(f"skipped: {f} ({why})", file=sys.stderr)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
@@ -178,16 +178,18 @@ def cmd_redact(args: argparse.Namespace) -> int:
                           spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
                           verify=args.verify, uncovered=args.uncovered)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-    return redact_many(Redactor(config), files, args.out_dir, show, unredacted_report=args.unredacted_report)
+    return redact_many(Redactor(config), files, args.out_dir, show, unredacted_report=args.unredacted_report,
+                       roots=roots)
 
 
 def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False,
-                unredacted_report: bool = False) -> int:
+                unredacted_report: bool = False, roots: dict[Path, Path] | None = None) -> int:
     """Redact every file, continue past failures, print a summary; 1 if any failed."""
-    from deid_speech.pipeline import output_collisions
+    from deid_speech.pipeline import output_collisions, output_folders
 
     inputs = {f.resolve() for f in files if f.exists()}
-    refused = output_collisions(files, out_dir)  # before any work: never overwrite or delete another file
+    folders = output_folders(files, out_dir, roots or {})  # --out-dir mirrors each input folder's tree
+    refused = output_collisions(files, folders)  # before any work: never overwrite or delete another file
     ok, failed = 0, []
     bar = None
     if show_progress:
@@ -200,7 +202,7 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
             bar.set_description(f.name[:40])
             bar.set_postfix_str("")
         progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
-        good, msg = _redact_one(redactor, f, out_dir, inputs, refused.get(f), progress, t0, unredacted_report)
+        good, msg = _redact_one(redactor, f, folders[f], inputs, refused.get(f), progress, t0, unredacted_report)
         ok += good
         if not good:
             failed.append(f)

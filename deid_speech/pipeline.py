@@ -257,12 +257,14 @@ def _readable_audio(f: Path) -> bool:
         return False
 
 
-def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Expand folders recursively: (files to redact, files skipped with the reason).
-    Audio is found by extension or, for other names, by whether it can be decoded; hidden
-    and temporary files and what earlier runs wrote are skipped, and every skip is listed."""
+def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]], dict[Path, Path]]:
+    """Expand folders recursively: (files to redact, files skipped with the reason, the
+    folder each found file came from, so --out-dir can mirror the tree below it). Audio is
+    found by extension or, for other names, by whether it can be decoded; hidden and
+    temporary files and what earlier runs wrote are skipped, and every skip is listed."""
     files: list[Path] = []
     skipped: list[tuple[Path, str]] = []
+    roots: dict[Path, Path] = {}
     for p in map(Path, paths):
         if not p.is_dir():
             files.append(p)
@@ -280,7 +282,15 @@ def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]
         if not found:
             raise DeidError(f"{p}: no audio files ({', '.join(EXTENSIONS)} or others libsndfile reads) in this folder")
         files.extend(found)
-    return files, skipped
+        roots.update({f: p for f in found})
+    return files, skipped, roots
+
+
+def output_folders(files: list[Path], out_dir: Path | None, roots: dict[Path, Path]) -> dict[Path, Path | None]:
+    """Where each file's outputs go: next to it, or under ``out_dir`` mirroring the tree
+    below the folder it was found in ("calls/a/x.wav" -> "OUT/a/x.redacted.wav")."""
+    return {f: None if out_dir is None else out_dir / f.parent.relative_to(roots[f]) if f in roots else out_dir
+            for f in files}
 
 
 def pii_report_path(src: Path, out_dir: Path | None) -> Path:
@@ -343,7 +353,7 @@ def clean_old_temps(folder: Path, max_age_s: float = TEMP_MAX_AGE_S) -> None:
             pass
 
 
-def output_collisions(files: list[Path], out_dir: Path | None) -> dict[Path, str]:
+def output_collisions(files: list[Path], out_dirs: dict[Path, Path | None]) -> dict[Path, str]:
     """Inputs that must be refused before any work, with the reason: two inputs whose
     outputs would land on the same file ("a/call.wav" and "b/call.wav" with --out-dir,
     "x.wav" and "x.flac" sharing "x.redacted.json"), or an output that is an input."""
@@ -351,7 +361,7 @@ def output_collisions(files: list[Path], out_dir: Path | None) -> dict[Path, str
     owner: dict[Path, Path] = {}
     refused: dict[Path, str] = {}
     for f in files:
-        for out in output_paths(f, out_dir):
+        for out in output_paths(f, out_dirs[f]):
             key = out.resolve()
             if key in inputs and inputs[key] != f:
                 refused[f] = f"{f}: its output {out} is another input of this run ({inputs[key]}); use --out-dir"

@@ -111,7 +111,7 @@ def test_folders_are_searched_and_every_skip_is_listed_with_its_reason(tmp_path)
                  ".tmp-x.wav", "rec.redacted.final.wav", "call.m4a"):
         (tmp_path / name).write_bytes(b"x")
     sf.write(tmp_path / "noext", tone(0.5), 16000, format="WAV")  # a real recording without an extension
-    files, skipped = collect_inputs([str(tmp_path)])
+    files, skipped, _ = collect_inputs([str(tmp_path)])
     assert [p.name for p in files] == ["one.wav", "call.m4a", "noext", "rec.redacted.final.wav", "two.flac"]
     why = {p.name: r for p, r in skipped}
     assert set(why) == {"two.redacted.flac", "two.redacted.json", "notes.txt", "clip.xyz", ".tmp-x.wav"}
@@ -146,6 +146,13 @@ def test_an_m4a_call_is_decoded_and_redacted_into_flac(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DeidError, match="no audio files"):
         collect_inputs([str(tmp_path / "empty")])
+
+
+def test_out_dir_mirrors_the_input_tree_so_equal_names_in_two_folders_both_survive(tmp_path):
+    a, b = _tone_file(tmp_path / "in" / "a" / "call.wav"), _tone_file(tmp_path / "in" / "b" / "call.wav")
+    files, _, roots = collect_inputs([str(tmp_path / "in")])
+    assert redact_many(redactor(), files, tmp_path / "out", roots=roots) == 0
+    assert (tmp_path / "out/a/call.redacted.wav").exists() and (tmp_path / "out/b/call.redacted.wav").exists()
 
 
 def test_unknown_system_or_label_is_a_clear_error():
