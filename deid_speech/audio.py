@@ -117,7 +117,8 @@ def load(path: str | os.PathLike) -> Audio:
     if p.stat().st_size == 0:
         raise DeidError(f"{p}: empty file (0 bytes)")
     try:
-        info = sf.info(str(p))
+        with open(p, "rb") as fh:  # a file object: non-UTF-8 names work too
+            info = sf.info(fh)
     except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if p.suffix.lower() in TRANSCODED:
@@ -130,8 +131,11 @@ def load(path: str | os.PathLike) -> Audio:
     if not 1 <= info.channels <= MAX_CHANNELS:
         raise DeidError(f"{p}: the header claims {info.channels} channels (at most {MAX_CHANNELS}; "
                         "a damaged or mislabelled file?)")
+    if info.frames >= 2**62:  # a legal stream of unknown length (FLAC total_samples = 0): decode to the end
+        return _load_with_av(p, info.format, info.subtype)
     try:
-        data, sr = sf.read(str(p), dtype="float32", always_2d=True)
+        with open(p, "rb") as fh:
+            data, sr = sf.read(fh, dtype="float32", always_2d=True)
     except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise DeidError(f"{p}: cannot read audio ({msg})") from None
@@ -142,9 +146,10 @@ def load(path: str | os.PathLike) -> Audio:
     return Audio(data, int(sr), info.format, info.subtype)
 
 
-def _load_with_av(p: Path) -> Audio:
-    """Decode a container libsndfile cannot read (m4a/aac/amr/...) with PyAV; the redacted
-    output is written as 16-bit FLAC at the same rate and channel count."""
+def _load_with_av(p: Path, fmt: str = "FLAC", subtype: str | None = "PCM_16") -> Audio:
+    """Decode with PyAV what libsndfile cannot read (m4a/aac/amr/..., or a stream whose
+    header does not say its length); the redacted output is written as ``fmt``/``subtype``
+    (16-bit FLAC by default) at the same rate and channel count."""
     try:
         import av
 
@@ -168,7 +173,7 @@ def _load_with_av(p: Path) -> Audio:
         data /= float(np.iinfo(frames[0].dtype).max)
     if not np.isfinite(data).all():
         raise DeidError(f"{p}: audio contains NaN or infinite samples")
-    return Audio(np.ascontiguousarray(data), int(sr), "FLAC", "PCM_16")
+    return Audio(np.ascontiguousarray(data), int(sr), fmt, subtype)
 
 
 def _umask_mode() -> int:
@@ -187,7 +192,8 @@ def save(audio: Audio, path: str | os.PathLike) -> None:
     os.close(fd)
     try:
         data = np.clip(audio.samples, -1.0, 1.0)
-        sf.write(tmp, data, audio.sample_rate, format=audio.format, subtype=audio.subtype)
+        with open(tmp, "wb") as fh:  # a file object: non-UTF-8 names work too
+            sf.write(fh, data, audio.sample_rate, format=audio.format, subtype=audio.subtype)
         os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, p)
     except BaseException as e:  # Ctrl-C and SIGTERM too: never leave a temporary file behind
@@ -195,6 +201,12 @@ def save(audio: Audio, path: str | os.PathLike) -> None:
         if not isinstance(e, Exception):
             raise
         raise DeidError(f"{p}: cannot write audio ({write_error(e)})") from None
+
+
+def display_name(path: str | os.PathLike) -> str:
+    """A path as text that can always be printed or stored as JSON: bytes that are not
+    UTF-8 (a file name from another system) appear as ``\\xe9`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def write_error(e: BaseException) -> str:

@@ -314,7 +314,10 @@ def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set
             raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
     audio = load(src)
     result = redactor.redact(audio, progress=progress)
-    text = json.dumps(result.to_json(str(src), redactor.config, redactor.asr.name), indent=2, ensure_ascii=False)
+    from deid_speech.audio import display_name
+
+    text = json.dumps(result.to_json(display_name(src), redactor.config, redactor.asr.name), indent=2,
+                      ensure_ascii=False)
     clean_old_temps(audio_out.parent)
     try:
         json_out.unlink(missing_ok=True)
@@ -324,8 +327,8 @@ def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set
     save(result.audio, audio_out)
     try:
         if unredacted_report:
-            write_text_atomic(pii_out, json.dumps(result.to_pii_json(str(src)), indent=2, ensure_ascii=False) + "\n",
-                              mode=0o600)
+            clear = json.dumps(result.to_pii_json(display_name(src)), indent=2, ensure_ascii=False)
+            write_text_atomic(pii_out, clear + "\n", mode=0o600)
         write_text_atomic(json_out, text + "\n")
     except BaseException as e:  # the pair or nothing, Ctrl-C included
         audio_out.unlink(missing_ok=True)

@@ -120,3 +120,14 @@ def test_quiet_speech_is_raised_for_recognition_and_normal_speech_is_untouched()
     up = for_recognition(quiet)
     assert 0.03 < np.sqrt(np.mean(up ** 2)) < 0.1 and np.abs(up).max() < 1
     assert not for_recognition(np.zeros(16000, np.float32)).any()
+
+
+def test_a_flac_of_unknown_length_is_read_to_its_end(tmp_path):
+    x = (0.3 * np.sin(2 * np.pi * 300 * np.arange(32000) / 16000)).astype(np.float32)
+    sf.write(tmp_path / "z.flac", x, 16000, subtype="PCM_16")
+    b = bytearray((tmp_path / "z.flac").read_bytes())
+    b[21] &= 0xF0  # STREAMINFO total_samples (36 bits) = 0: "unknown", which is legal
+    b[22:26] = b"\0\0\0\0"
+    (tmp_path / "z0.flac").write_bytes(bytes(b))
+    a = load(tmp_path / "z0.flac")
+    assert a.samples.shape == (32000, 1) and a.format == "FLAC" and abs(a.samples[:, 0] - x).max() < 1e-3

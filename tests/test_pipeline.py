@@ -1,5 +1,6 @@
 """The redaction job with a fake ASR (canned transcript): outputs, schema, fail-closed."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -417,3 +418,14 @@ def test_old_temporaries_are_cleaned_and_fresh_ones_kept(tmp_path):
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     clean_old_temps(tmp_path)
     assert not old.exists() and fresh.exists()
+
+
+def test_a_file_name_that_is_not_utf8_is_redacted_and_reported(tmp_path):
+    import os
+
+    src = Path(os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9.wav"))
+    with open(src, "wb") as fh:
+        sf.write(fh, tone(5.0), 16000, format="WAV", subtype="PCM_16")
+    audio_out, json_out, result = redact_file(redactor(), src, None, {src.resolve()})
+    assert audio_out.exists() and json.loads(json_out.read_text(encoding="utf-8"))["file"].endswith("caf\\xe9.wav")
+    assert [s.label for s in result.spans] == ["PHONE"]
