@@ -58,7 +58,8 @@ def build(tmp: Path) -> dict[str, tuple[Path, list[str]]]:
                                                                   "--out-dir", str(d / "out")])
     d = tmp / "names"
     d.mkdir()
-    sf.write(os.fsdecode(os.fsencode(str(d)) + b"/caf\xe9.wav"), x[: sr * 8], sr)
+    with open(os.fsencode(str(d)) + b"/caf\xe9.wav", "wb") as fh:
+        sf.write(fh, x[: sr * 8], sr, format="WAV", subtype="PCM_16")
     cases["a file name that is not UTF-8"] = (d, [str(d)])
     d = tmp / "flac0"
     d.mkdir()
