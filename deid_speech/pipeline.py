@@ -267,7 +267,10 @@ def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]
     roots: dict[Path, Path] = {}
     for p in map(Path, paths):
         if not p.is_dir():
-            files.append(p)
+            if p.is_file() and _is_our_output(p):  # "redact *.flac" again: the earlier outputs match too
+                skipped.append((p, "written by an earlier deid-speech run"))
+            else:
+                files.append(p)
             continue
         found = []
         for f in sorted(x for x in p.rglob("*") if x.is_file()):

@@ -269,9 +269,11 @@ def test_a_second_run_over_its_own_outputs_never_deletes_them(tmp_path):
     src = _tone_file(tmp_path / "a.wav")
     assert redact_many(redactor(), [src], None) == 0
     first = (tmp_path / "a.redacted.wav").read_bytes()
-    # `deid-speech redact *.wav` again: the earlier output is now an input too
-    files = [src, tmp_path / "a.redacted.wav"]
-    assert redact_many(redactor(), files, None) == 1  # a.wav is refused: its output is an input
+    # `deid-speech redact *.wav` again: the earlier output is now an input too; given as a
+    # file, it is skipped as an output of this tool; forced in, a.wav is refused, nothing lost
+    files, skipped, _ = collect_inputs([str(src), str(tmp_path / "a.redacted.wav")])
+    assert files == [src] and [p.name for p, _ in skipped] == ["a.redacted.wav"]
+    assert redact_many(redactor(), [src, tmp_path / "a.redacted.wav"], None) == 1
     assert (tmp_path / "a.redacted.wav").read_bytes() == first
     assert (tmp_path / "a.redacted.json").exists()
 
