@@ -215,7 +215,7 @@ def test_shipped_model_finds_pii_in_the_example_call(tmp_path, monkeypatch):
              json.loads((ROOT / "data" / "examples" / "call.truth.json").read_text())["entities"]]
     pred = [Span.from_dict(s) for s in d["spans"]]
     found = [t for t in truth if any(p.overlaps(t) for p in pred)]
-    assert len(found) >= 4, (d["spans"], d["transcript"])
+    assert len(found) >= 4, (d["spans"], d["redacted_transcript"])
     assert d["system"] == "e2e" and d["asr_model"].startswith("e2e:")
 
 
@@ -227,4 +227,5 @@ def test_redact_e2e_writes_the_cascade_json_format(untrained_e2e_dir, tmp_path):
                  "--out-dir", str(tmp_path)]) == 0
     d = json.loads((tmp_path / "call.redacted.json").read_text())
     assert d["system"] == "e2e" and d["words"] and (tmp_path / "call.redacted.wav").is_file()
-    assert {"spans", "transcript", "redacted_transcript", "uncovered_speech", "words", "asr_model"} <= set(d)
+    assert {"spans", "redacted_transcript", "uncovered_speech", "words", "asr_model"} <= set(d)
+    assert "transcript" not in d  # the shared report holds no clear text (schema 2)
