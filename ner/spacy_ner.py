@@ -161,9 +161,10 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
         plain = (t in NOT_NAMES or t in ("and", "or", "but", "is")) and w.prob >= DOUBT
         # a short word first and a name-like word after it: the name's garbled start ("to june way")
         nxt = ws[k + 1].text.strip().strip(".,!?").lower() if k + 1 < len(ws) else ""
-        garbled_start = k == 0 and len(t) <= 3 and nxt and nxt not in NOT_NAMES and not w.text.endswith(",")
-        if not t or (plain and not garbled_start):
-            break
+        garbled_start = (k == 0 and len(t) <= 3 and nxt and nxt not in NOT_NAMES and not w.text.endswith(",")
+                         and not any(c.isdigit() for c in nxt))
+        if not t or (plain and not garbled_start) or any(c.isdigit() for c in t):
+            break  # a name holds no digits ("call me at 9173 4482" is a phone, not a name)
         out.append(w)
         if w.text.rstrip().endswith((",", ".", "?", "!")):
             break

@@ -98,3 +98,7 @@ def test_a_doubted_word_in_a_name_slot_is_kept_and_a_plain_non_name_ends_it():
     assert [w.text for w in name_slot(tr, tr.text.index("the"))] == ["the", "Boo", "Nuat,"]
     plain = Transcript.from_words([("name", 0, .2), ("is", .2, .3), ("on", .3, .5), ("the", .5, .6), ("list", .6, .9)])
     assert name_slot(plain, plain.text.index("on")) == []
+
+
+def test_a_number_after_call_me_is_no_name(det):
+    assert not any(lab == "PERSON" for lab, _ in found(det, "Can call me at 9173 4482. Anytime can lah."))
