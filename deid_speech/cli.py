@@ -185,11 +185,12 @@ def cmd_redact(args: argparse.Namespace) -> int:
 def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False,
                 unredacted_report: bool = False, roots: dict[Path, Path] | None = None) -> int:
     """Redact every file, continue past failures, print a summary; 1 if any failed."""
-    from deid_speech.pipeline import output_collisions, output_folders
+    from deid_speech.pipeline import full_name_outputs, output_collisions, output_folders
 
     inputs = {f.resolve() for f in files if f.exists()}
     folders = output_folders(files, out_dir, roots or {})  # --out-dir mirrors each input folder's tree
-    refused = output_collisions(files, folders)  # before any work: never overwrite or delete another file
+    full = full_name_outputs(files, folders)  # "x.wav" and "x.flac": the second keeps its extension
+    refused = output_collisions(files, folders, full)  # before any work: never overwrite or delete another file
     ok, failed = 0, []
     bar = None
     if show_progress:
@@ -202,7 +203,8 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
             bar.set_description(f.name[:40])
             bar.set_postfix_str("")
         progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
-        good, msg = _redact_one(redactor, f, folders[f], inputs, refused.get(f), progress, t0, unredacted_report)
+        good, msg = _redact_one(redactor, f, folders[f], inputs, refused.get(f), progress, t0, unredacted_report,
+                                f in full)
         ok += good
         if not good:
             failed.append(f)
@@ -220,7 +222,7 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
 
 
 def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refused: str | None,
-                progress, t0: float, unredacted_report: bool = False) -> tuple[bool, str]:
+                progress, t0: float, unredacted_report: bool = False, full_name: bool = False) -> tuple[bool, str]:
     """Redact one file of a batch: (success, the line to print). Never raises."""
     from deid_speech.pipeline import redact_file, remove_stale_outputs
 
@@ -228,9 +230,9 @@ def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refu
         return False, f"error: {refused}"
     try:
         audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress,
-                                           unredacted_report=unredacted_report)
+                                           unredacted_report=unredacted_report, full_name=full_name)
     except Exception as e:  # never a traceback, never a half-written or stale output
-        problem = remove_stale_outputs(f, out_dir, inputs)
+        problem = remove_stale_outputs(f, out_dir, inputs, full_name)
         msg = f"error: {e}" if isinstance(e, DeidError) else f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
         return False, msg + (f"; {problem}" if problem else "")
     msg = f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s -> {audio_out}"

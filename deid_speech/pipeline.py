@@ -229,12 +229,29 @@ class Redactor:
                             redact_text(first, spans), uncovered, verification, channels)
 
 
-def output_paths(src: Path, out_dir: Path | None) -> tuple[Path, Path]:
-    """``X.redacted.<ext>`` (FLAC for containers libsndfile cannot write) and ``X.redacted.json``."""
+def output_paths(src: Path, out_dir: Path | None, full_name: bool = False) -> tuple[Path, Path]:
+    """``X.redacted.<ext>`` (FLAC for containers libsndfile cannot write) and
+    ``X.redacted.json``; ``full_name`` keeps the input's extension in X ("x.flac" ->
+    "x.flac.redacted.flac"), for an input that shares its folder and stem with another."""
     folder = out_dir if out_dir is not None else src.parent
-    stem = src.name[: -len(src.suffix)] if src.suffix else src.name
+    stem = src.name if full_name or not src.suffix else src.name[: -len(src.suffix)]
     suffix = ".flac" if src.suffix.lower() in TRANSCODED else src.suffix
     return folder / f"{stem}.redacted{suffix}", folder / f"{stem}.redacted.json"
+
+
+def full_name_outputs(files: list[Path], out_dirs: dict[Path, Path | None]) -> set[Path]:
+    """Inputs that share an output folder and a stem, but not the extension, with an earlier
+    input ("x.wav" and "x.flac"): they keep their extension in their output names, so both
+    get their own."""
+    seen: dict[tuple[Path, str], set[str]] = {}
+    full: set[Path] = set()
+    for f in files:
+        json_out = output_paths(f, out_dirs[f])[1]
+        suffixes = seen.setdefault((json_out.parent.resolve(), json_out.name), set())
+        if suffixes and f.suffix and f.suffix.lower() not in suffixes:
+            full.add(f)  # the same name with the same extension in two folders stays a collision
+        suffixes.add(f.suffix.lower())
+    return full
 
 
 def _is_our_output(f: Path) -> bool:
@@ -296,22 +313,23 @@ def output_folders(files: list[Path], out_dir: Path | None, roots: dict[Path, Pa
             for f in files}
 
 
-def pii_report_path(src: Path, out_dir: Path | None) -> Path:
+def pii_report_path(src: Path, out_dir: Path | None, full_name: bool = False) -> Path:
     """Where ``--unredacted-report`` writes the clear report: ``X.pii.json``."""
-    return output_paths(src, out_dir)[1].with_name(output_paths(src, out_dir)[1].name[: -len(".redacted.json")]
-                                                   + ".pii.json")
+    json_out = output_paths(src, out_dir, full_name)[1]
+    return json_out.with_name(json_out.name[: -len(".redacted.json")] + ".pii.json")
 
 
 def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set[Path],
-                progress=None, unredacted_report: bool = False) -> tuple[Path, Path, RedactResult]:
+                progress=None, unredacted_report: bool = False,
+                full_name: bool = False) -> tuple[Path, Path, RedactResult]:
     """Redact one file; write both outputs or neither (fail closed). The JSON is committed
     last: an audio output without its JSON is unfinished, and a JSON from an earlier run is
     removed before the new audio lands, so a fresh audio never pairs with a stale report.
     ``unredacted_report``: also write the clear report ``X.pii.json`` (mode 0600)."""
     from deid_speech.audio import write_error
 
-    audio_out, json_out = output_paths(src, out_dir)
-    pii_out = pii_report_path(src, out_dir)
+    audio_out, json_out = output_paths(src, out_dir, full_name)
+    pii_out = pii_report_path(src, out_dir, full_name)
     for out in (audio_out, json_out, pii_out):
         if out.resolve() in inputs:
             raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
@@ -359,15 +377,17 @@ def clean_old_temps(folder: Path, max_age_s: float = TEMP_MAX_AGE_S) -> None:
             pass
 
 
-def output_collisions(files: list[Path], out_dirs: dict[Path, Path | None]) -> dict[Path, str]:
+def output_collisions(files: list[Path], out_dirs: dict[Path, Path | None],
+                      full: set[Path] = frozenset()) -> dict[Path, str]:
     """Inputs that must be refused before any work, with the reason: two inputs whose
-    outputs would land on the same file ("a/call.wav" and "b/call.wav" with --out-dir,
-    "x.wav" and "x.flac" sharing "x.redacted.json"), or an output that is an input."""
+    outputs would land on the same file ("a/call.wav" and "b/call.wav" given by name with
+    one --out-dir), or an output that is an input. ``full``: inputs named with their
+    extension (:func:`full_name_outputs`)."""
     inputs = {f.resolve(): f for f in files}
     owner: dict[Path, Path] = {}
     refused: dict[Path, str] = {}
     for f in files:
-        for out in output_paths(f, out_dirs[f]):
+        for out in output_paths(f, out_dirs[f], f in full):
             key = out.resolve()
             if key in inputs and inputs[key] != f:
                 refused[f] = f"{f}: its output {out} is another input of this run ({inputs[key]}); use --out-dir"
@@ -381,12 +401,13 @@ def output_collisions(files: list[Path], out_dirs: dict[Path, Path | None]) -> d
     return refused
 
 
-def remove_stale_outputs(src: Path, out_dir: Path | None, inputs: set[Path] = frozenset()) -> str | None:
+def remove_stale_outputs(src: Path, out_dir: Path | None, inputs: set[Path] = frozenset(),
+                         full_name: bool = False) -> str | None:
     """After a failure, make sure nothing named "redacted" from an older run remains for
     this input: a stale output would look like a fresh, successful redaction. Never
     removes an input of this run. Returns a problem to report (the cleanup itself failed)
     instead of raising."""
-    for out in (*output_paths(src, out_dir), pii_report_path(src, out_dir)):
+    for out in (*output_paths(src, out_dir, full_name), pii_report_path(src, out_dir, full_name)):
         try:
             key = out.resolve()
             if key == src.resolve() or key in inputs or not out.is_file():

@@ -258,11 +258,15 @@ def test_inputs_whose_outputs_collide_are_refused_before_any_work_and_nothing_is
     out = tmp_path / "out"
     assert redact_many(redactor(), [a, b], out) == 1
     assert not out.exists() or not any(out.iterdir())
-    assert redact_many(redactor(), [x, y], None) == 1
-    assert not (tmp_path / "x.redacted.json").exists()
     err = capsys.readouterr()
     assert "would also be written for" in err.err and "2 file(s): 0 redacted, 2 failed" in err.out
+    # x.wav and x.flac get distinct outputs: the second keeps its extension in its names
+    assert redact_many(redactor(), [x, y], None) == 0
+    names = sorted(p.name for p in tmp_path.glob("x*redacted*"))
+    assert names == ["x.flac.redacted.flac", "x.flac.redacted.json", "x.redacted.json", "x.redacted.wav"]
     assert a.exists() and b.exists() and x.exists() and y.exists()
+    files, skipped, _ = collect_inputs([str(tmp_path)])  # a folder run recognises both pairs as outputs
+    assert {p.name for p, _ in skipped} >= set(names)
 
 
 def test_a_second_run_over_its_own_outputs_never_deletes_them(tmp_path):
