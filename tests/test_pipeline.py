@@ -435,3 +435,15 @@ def test_a_file_name_that_is_not_utf8_is_redacted_and_reported(tmp_path):
     audio_out, json_out, result = redact_file(redactor(), src, None, {src.resolve()})
     assert audio_out.exists() and json.loads(json_out.read_text(encoding="utf-8"))["file"].endswith("caf\\xe9.wav")
     assert [s.label for s in result.spans] == ["PHONE"]
+
+
+def test_outputs_that_cannot_be_written_fail_that_file_with_a_reason_and_the_batch_goes_on(tmp_path, capsys):
+    long_src = _tone_file(tmp_path / ("n" * 245 + ".wav"))  # its output name is over 255 bytes
+    blocked = _tone_file(tmp_path / "b.wav")
+    (tmp_path / "b.redacted.json").mkdir()  # a folder where the report would go
+    fine = _tone_file(tmp_path / "c.wav")
+    assert redact_many(redactor(), [long_src, blocked, fine], None) == 1
+    out = capsys.readouterr()
+    assert "file name too long" in out.err and "b.redacted.json" in out.err
+    assert "3 file(s): 1 redacted, 2 failed" in out.out and "Traceback" not in out.err
+    assert (tmp_path / "c.redacted.wav").exists() and not (tmp_path / "b.redacted.wav").exists()
