@@ -195,6 +195,12 @@ def test_no_clear_pii_in_any_default_output_of_a_real_redaction(tmp_path):
     hidden = [s["text"] for s in json.loads((tmp_path / "p" / "call.pii.json").read_text())["spans"]]
     truth = [e["text"] for e in json.loads((ROOT / "data/examples/call.truth.json").read_text())["entities"]]
     shared = (tmp_path / "d" / "call.redacted.json").read_text() + r.stdout + r.stderr
+    import jsonschema
+
+    from deid_speech.schema import schemas
+
+    jsonschema.validate(json.loads((tmp_path / "d" / "call.redacted.json").read_text()), schemas()["redacted.schema.json"])
+    jsonschema.validate(json.loads((tmp_path / "p" / "call.pii.json").read_text()), schemas()["pii.schema.json"])
     for value in hidden + truth:
         for part in value.split(" | "):
             digits = re.sub(r"\D", "", part)

@@ -447,3 +447,26 @@ def test_outputs_that_cannot_be_written_fail_that_file_with_a_reason_and_the_bat
     assert "file name too long" in out.err and "b.redacted.json" in out.err
     assert "3 file(s): 1 redacted, 2 failed" in out.out and "Traceback" not in out.err
     assert (tmp_path / "c.redacted.wav").exists() and not (tmp_path / "b.redacted.wav").exists()
+
+
+def test_every_report_validates_against_the_published_schemas(tmp_path):
+    import jsonschema
+
+    from deid_speech.schema import schemas
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "schema"
+    built = schemas()
+    for name, schema in built.items():  # the published files are what the code builds
+        assert json.loads((root / name).read_text()) == schema, f"regenerate: python -m deid_speech.schema"
+    mono = _tone_file(tmp_path / "m.wav", 5.0)
+    stereo = _stereo(tmp_path, tone(5.0, 16000, hz=600.0)[:, 0], tone(5.0, 16000, hz=120.0)[:, 0])
+    for src, asr in ((mono, FakeAsr()), (stereo, ChannelAsr())):
+        r = Redactor(RedactConfig(), asr=asr, detectors=[PatternDetector()])
+        _, json_out, _ = redact_file(r, src, None, {src.resolve()}, unredacted_report=True)
+        jsonschema.validate(json.loads(json_out.read_text()), built["redacted.schema.json"])
+        pii = json_out.with_name(json_out.name.replace(".redacted.json", ".pii.json"))
+        jsonschema.validate(json.loads(pii.read_text()), built["pii.schema.json"])
+    bad = json.loads(json_out.read_text())
+    bad["spans"][0]["text"] = "nine one two"  # clear text in the shared report is a schema error
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, built["redacted.schema.json"])
