@@ -268,7 +268,8 @@ def _readable_audio(f: Path) -> bool:
     import soundfile as sf
 
     try:
-        sf.info(str(f))
+        with open(f, "rb") as fh:  # a file object: non-UTF-8 names work too
+            sf.info(fh)
         return True
     except Exception:
         return False
