@@ -179,7 +179,7 @@ def _cli(*argv: str) -> int:
 @needs_tts
 @pytest.mark.parametrize("voice, message", [("espeak:xx-nowhere", "no language 'xx-nowhere'"),
                                             ("flite:nobody", "flite voice 'nobody' not available"),
-                                            ("festival:kal", "festival voice 'kal' not installed"),
+                                            ("festival:kal", "festival voice 'kal' not installed|text2wave binary not found"),
                                                 ("mbrola:us1", "unknown voice 'mbrola:us1'")])
 def test_unknown_voice_is_a_clear_error(in_file: Path, tmp_path: Path, voice: str, message: str) -> None:
     with pytest.raises(DeidError, match=message) as info:
