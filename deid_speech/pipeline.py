@@ -182,7 +182,7 @@ class Redactor:
         transcript, and return the spans that reach beyond the first redaction. The
         verifier's own entity tags are not used: on the benchmark's dev part they beeped
         41 % of the other speech (its transcript through the detectors: 30 %)."""
-        from deid_speech.eval.leak import covered, union
+        from deid_speech.intervals import covered, union
 
         pad = self.config.redact.padding
         regions = union([(max(0.0, s.start - pad), s.end + pad) for s in spans])
