@@ -54,6 +54,7 @@ import re
 from deid_speech.ner.base import register, span_from_words
 from deid_speech.ner.patterns import CUES, NON_PII_AFTER, NON_PII_BEFORE, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
+from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
 from deid_speech.spoken import REPEAT_WORDS, clean_token, token_symbols
 from deid_speech.types import Span, Transcript, Word
 
@@ -65,17 +66,15 @@ MAX_RUN = 24
 MAX_INSIDE = 2
 MIN_SYMBOLS = {"PHONE": 4, "CREDIT_CARD": 6, "BANK_ACCOUNT": 5, "NRIC": 3, "PASSPORT_NUM": 3,
                "CAR_PLATE": 3, "?": 4}
-# homophones of digits and letter names heard in a number read over a phone line; only
-# inside a cue-anchored run (elsewhere they are ordinary words)
+# homophones of digits and letter names heard in a number read over a phone line, beyond the
+# ones the shared normalizer reads everywhere (spoken.DIGIT_HOMOPHONES, spoken.LETTER_NAMES:
+# "to", "for", "ate", "why", "see", "ess", ...); only inside a cue-anchored run (elsewhere
+# they are ordinary words)
 HOMOPHONES = {
-    "to": "2", "too": "2", "two": "2", "for": "4", "fore": "4", "won": "1", "ate": "8", "eight": "8",
-    "tree": "3", "free": "3", "fife": "5", "sex": "6", "sick": "6", "heaven": "7", "nein": "9",
-    "niner": "9", "oh": "0", "zero": "0", "why": "Y", "wide": "Y", "see": "C", "sea": "C", "are": "R",
-    "you": "U", "ex": "X", "eggs": "X", "ess": "S", "es": "S", "tea": "T", "tee": "T", "pee": "P",
-    "bee": "B", "dee": "D", "gee": "G", "jay": "J", "kay": "K", "el": "L", "em": "M",
-    "en": "N", "queue": "Q", "vee": "V", "it": "8",
+    "fore": "4", "tree": "3", "free": "3", "fife": "5", "sex": "6", "sick": "6", "heaven": "7", "nein": "9",
+    "niner": "9", "wide": "Y", "eggs": "X", "es": "S", "it": "8",
 }
-JOINERS = frozenset("dash hyphen - uh um er erm ah hmm space slash".split())
+JOINERS = SPOKEN_JOINERS | {"slash"}
 GLUE = frozenset("is was my the number numbers no no. num it's its it is that's that be will i a an of "
                  "uh um er erm ah hmm like ya yeah yes ok is: number: you want here his her our their "
                  "passbook savings current joint card account bank details vehicle car registration plate "
