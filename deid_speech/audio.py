@@ -46,8 +46,6 @@ class Audio:
         mono file (``None``).
         Never the mixdown alone: two channels can cancel in the mix (right = minus left),
         and two talkers on two channels mask each other in it."""
-        if self.channels == 1:
-            return [(None, resample(self.samples[:, 0], self.sample_rate, MODEL_RATE))]
         kept: list[int] = []
         for k in range(self.channels):
             x = self.samples[:, k]
