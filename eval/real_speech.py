@@ -42,7 +42,6 @@ from deid_speech.types import Transcript
 REQUIREMENT = "pocketsphinx==5.1.1"
 SDIST = "pocketsphinx-5.1.1.tar.gz"
 SDIST_SHA256 = "675778b309a22dfc9b7d37f7621976bba491d2a5f8c59696bd77fd6d07271355"  # PyPI's digest
-CACHE = Path.home() / ".cache" / "deid-speech"
 DATA = "pocketsphinx-5.1.1/test/data/"
 RATE = 16000
 _TIMED = re.compile(r"(\S+) (\d+\.\d+)-(\d+\.\d+)")
@@ -137,9 +136,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def fetch_sdist(cache: Path = CACHE) -> Path:
-    """The verified sdist: the cached copy, else ``pip download`` into ``cache``."""
-    path = Path(cache) / SDIST
+def fetch_sdist(cache: Path | None = None) -> Path:
+    """The verified sdist: the cached copy, else ``pip download`` into ``cache`` (default:
+    the project's cache folder, :func:`deid_speech.asr.models.cache_dir`)."""
+    from deid_speech.asr.models import cache_dir
+
+    path = Path(cache or cache_dir()) / SDIST
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
@@ -206,7 +208,8 @@ def build(out: Path, sdist: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m deid_speech.eval.real_speech", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for manifest.jsonl and audio/")
-    p.add_argument("--cache", type=Path, default=CACHE, help=f"where the sdist is kept (default {CACHE})")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="where the sdist is kept (default: $DEID_SPEECH_CACHE or ~/.cache/deid-speech)")
     args = p.parse_args(argv)
     try:
         manifest = build(args.out, fetch_sdist(args.cache))

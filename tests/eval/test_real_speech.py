@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deid_speech.eval.real_speech import CACHE, RECORDINGS, SDIST, build, record
+from deid_speech.asr.models import cache_dir
+from deid_speech.eval.real_speech import RECORDINGS, SDIST, build, record
 
 
 def test_table_has_no_tidigits_and_unique_ids() -> None:
@@ -46,7 +47,7 @@ def test_the_one_name_is_mister_john_dashwood() -> None:
 
 @pytest.mark.model
 def test_build_from_the_cached_sdist(tmp_path: Path) -> None:
-    sdist = CACHE / SDIST
+    sdist = cache_dir() / SDIST
     if not sdist.is_file():
         pytest.skip(f"{sdist} is not cached (python -m deid_speech.eval.real_speech --out DIR fetches it)")
     from deid_speech.eval.real_speech import fetch_sdist
