@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from deid_speech.augment.values import (gen_bank_account, gen_card, gen_date, gen_email, gen_nric,
+from deid_speech.values import (gen_bank_account, gen_card, gen_date, gen_email, gen_nric,
                                         gen_passport, gen_person, gen_phone, gen_plate)
 from deid_speech.spoken import verbalize, verbalize_date, verbalize_email
 from deid_speech.types import LABELS, EntitySpan, parse_tagged, render_tagged

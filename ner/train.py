@@ -161,7 +161,7 @@ def _pick(rng: random.Random, options: list[tuple[float, str]]) -> str:
 
 def written_value(label: str, rng: random.Random) -> str:
     """A fresh valid value for ``label``, rendered as Whisper writes it (one of its forms)."""
-    from deid_speech.augment import values as V
+    from deid_speech import values as V
     from deid_speech.spoken import MONTH_NAMES, ordinal_words, verbalize_email
     from deid_speech.validators import BANK_ACCOUNT_FORMATS
 

@@ -1,4 +1,5 @@
-"""Random, valid, realistic Singapore PII values for data augmentation.
+"""Random, valid, realistic Singapore PII values: the fresh values of data augmentation
+and the surrogates of redaction (:mod:`deid_speech.surrogates`).
 
 Every generator takes a :class:`random.Random` (so runs are reproducible) and returns the
 WRITTEN form (``S8712345D``, ``91234567``, ``SKV6201B``); checksummed values (NRIC/FIN,

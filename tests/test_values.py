@@ -1,4 +1,4 @@
-"""Tests for deid_speech.augment.values: every generated value is valid and values vary.
+"""Tests for deid_speech.values: every generated value is valid and values vary.
 
 Validity is checked with oracles written here, independently of deid_speech.validators:
 the NRIC rule in ICA's "P = 11 - remainder" form, Luhn with a doubling lookup table, and
@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from deid_speech.augment.values import (
+from deid_speech.values import (
     GENERATORS,
     NAME_POOLS,
     gen_bank_account,
