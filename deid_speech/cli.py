@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from deid_speech.errors import DeidError
+from deid_speech.redact import AUDIO_OPS, KEY_ENV, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
 from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS
 
 
@@ -34,6 +35,15 @@ def _padding(value: str) -> float:
     return v
 
 
+def _formats(value: str) -> tuple[str, ...]:
+    from deid_speech.writers import parse_formats
+
+    try:
+        return parse_formats(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="deid-speech", description="Offline speech de-identification.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -45,8 +55,29 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--system", choices=SYSTEMS, default="cascade",
                    help="cascade (Whisper + patterns + NER; default), e2e (the end-to-end model alone) "
                         "or e2e+patterns (its tags plus the pattern detectors over its transcript)")
-    r.add_argument("--mode", choices=("beep", "silence"), default="beep")
-    r.add_argument("--padding", type=_padding, default=0.1, help="seconds added on both sides (0.1)")
+    r.add_argument("--mode", choices=AUDIO_OPS, default=None,
+                   help="audio operator for every label: beep (default), silence, or noise (speech-band noise)")
+    r.add_argument("--text-op", choices=TEXT_OPS, default=None,
+                   help="text operator for every label: placeholder ([PHONE_1]; default), mask (****), hash "
+                        f"(keyed HMAC; needs {KEY_ENV}), or surrogate (a fresh valid value of the same type)")
+    r.add_argument("--label-op", action="append", default=[], metavar="LABEL=OP[,OP]",
+                   help="per-label operators over the default, e.g. PERSON=surrogate or PHONE=silence,hash; repeatable")
+    r.add_argument("--pad-before", type=_padding, default=None,
+                   help=f"seconds redacted before each span ({PAD_BEFORE:g}; the recogniser times entities late)")
+    r.add_argument("--pad-after", type=_padding, default=None, help=f"seconds redacted after each span ({PAD_AFTER:g})")
+    r.add_argument("--padding", type=_padding, default=None, help="set --pad-before and --pad-after together")
+    r.add_argument("--merge-gap", type=_padding, default=None,
+                   help=f"join redactions closer than this many seconds ({MERGE_GAP:g})")
+    r.add_argument("--config", type=Path, default=None, metavar="redact.toml",
+                   help="operators from a TOML file: merge_gap, [default] and [labels.LABEL] tables of audio, text, "
+                        "pad_before, pad_after (flags override it)")
+    r.add_argument("--format", type=_formats, default=("json",),
+                   help="transcript outputs, comma-separated from json,srt,vtt,txt (redacted text only); "
+                        "the JSON report is always written")
+    again = r.add_mutually_exclusive_group()
+    again.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run")
+    again.add_argument("--skip-existing", action="store_true",
+                       help="leave inputs whose outputs an earlier run finished; redo unfinished ones")
     r.add_argument("--asr-model", default="tiny.en",
                    help="tiny.en (default), base, a CTranslate2 or HF folder, a .pt checkpoint, or a hub name")
     r.add_argument("--labels", type=_labels, default=LABELS, help="comma-separated subset of " + ",".join(LABELS))
@@ -157,7 +188,6 @@ def cmd_augment(args: argparse.Namespace) -> int:
 
 def cmd_redact(args: argparse.Namespace) -> int:
     from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs
-    from deid_speech.redact import RedactOptions
 
     if args.model is not None and args.system not in E2E_SYSTEMS:
         raise DeidError("--model is the end-to-end model: use it with --system e2e or e2e+patterns")
@@ -174,24 +204,74 @@ def cmd_redact(args: argparse.Namespace) -> int:
     for f, why in skipped:
         print(f"skipped: {f} ({why})", file=sys.stderr)
     config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
-                          redact=RedactOptions(mode=args.mode, padding=args.padding),
+                          redact=redact_options(args),
                           spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
                           verify=args.verify, uncovered=args.uncovered)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    existing = "overwrite" if args.overwrite else "skip" if args.skip_existing else "refuse"
     return redact_many(Redactor(config), files, args.out_dir, show, unredacted_report=args.unredacted_report,
-                       roots=roots)
+                       roots=roots, formats=args.format, existing=existing)
+
+
+def redact_options(args: argparse.Namespace):
+    """The operators: built-in defaults, then ``--config``, then the flags."""
+    from deid_speech.redact import RedactOptions
+
+    settings: dict = {}
+    if args.config is not None:
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            import tomli as tomllib
+        try:
+            settings = tomllib.loads(args.config.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise DeidError(f"--config {args.config}: {e.strerror or e}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise DeidError(f"--config {args.config}: not valid TOML ({e})") from None
+    default, labels = settings.get("default", {}), settings.get("labels", {})
+    if not isinstance(default, dict) or not isinstance(labels, dict) or \
+            not all(isinstance(v, dict) for v in labels.values()):
+        raise DeidError(f"--config {args.config}: [default] and [labels.LABEL] must be tables")
+    default, labels = dict(default), {k: dict(v) for k, v in labels.items()}
+    if args.padding is not None:
+        default["pad_before"] = default["pad_after"] = args.padding
+    for flag, key in (("mode", "audio"), ("text_op", "text"), ("pad_before", "pad_before"), ("pad_after", "pad_after")):
+        if getattr(args, flag) is not None:
+            default[key] = getattr(args, flag)
+    for spec in args.label_op:
+        label, _, ops = spec.partition("=")
+        label = label.strip().upper()
+        if label not in LABELS or not ops.strip():
+            raise DeidError(f"--label-op {spec!r}: expected LABEL=OP[,OP] with a label from {', '.join(LABELS)}")
+        table = labels.setdefault(label, {})
+        for op in (o.strip().lower() for o in ops.split(",") if o.strip()):
+            if op in AUDIO_OPS:
+                table["audio"] = op
+            elif op in TEXT_OPS:
+                table["text"] = op
+            else:
+                raise DeidError(f"--label-op {spec!r}: unknown operator {op!r}; audio: {', '.join(AUDIO_OPS)}; "
+                                f"text: {', '.join(TEXT_OPS)}")
+    merged = {**settings, "default": default, "labels": labels}
+    if args.merge_gap is not None:
+        merged["merge_gap"] = args.merge_gap
+    key = os.environ.get(KEY_ENV)
+    return RedactOptions.from_settings(merged, key.encode("utf-8") if key else None)
 
 
 def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False,
-                unredacted_report: bool = False, roots: dict[Path, Path] | None = None) -> int:
-    """Redact every file, continue past failures, print a summary; 1 if any failed."""
-    from deid_speech.pipeline import full_name_outputs, output_collisions, output_folders
+                unredacted_report: bool = False, roots: dict[Path, Path] | None = None,
+                formats: tuple[str, ...] = ("json",), existing: str = "refuse") -> int:
+    """Redact every file, continue past failures, print a summary; 1 if any failed.
+    ``existing``: what to do where an earlier run's outputs are (refuse, overwrite, skip)."""
+    from deid_speech.pipeline import existing_policy, full_name_outputs, output_collisions, output_folders
 
     inputs = {f.resolve() for f in files if f.exists()}
     folders = output_folders(files, out_dir, roots or {})  # --out-dir mirrors each input folder's tree
     full = full_name_outputs(files, folders)  # "x.wav" and "x.flac": the second keeps its extension
     refused = output_collisions(files, folders, full)  # before any work: never overwrite or delete another file
-    ok, failed = 0, []
+    ok, failed, skipped = 0, [], 0
     bar = None
     if show_progress:
         from tqdm import tqdm
@@ -203,8 +283,13 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
             bar.set_description(f.name[:40])
             bar.set_postfix_str("")
         progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
-        good, msg = _redact_one(redactor, f, folders[f], inputs, refused.get(f), progress, t0, unredacted_report,
-                                f in full)
+        action, why = existing_policy(f, folders[f], f in full, formats, unredacted_report, existing)
+        if action == "skip":
+            good, msg = True, f"skipped: {why}"
+            skipped += 1
+        else:
+            good, msg = _redact_one(redactor, f, folders[f], inputs, refused.get(f) or why or None, progress, t0,
+                                    unredacted_report, f in full, formats)
         ok += good
         if not good:
             failed.append(f)
@@ -216,13 +301,15 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
     if bar:
         bar.close()
     if len(files) > 1 or failed:
-        print(f"{len(files)} file(s): {ok} redacted, {len(failed)} failed"
+        print(f"{len(files)} file(s): {ok - skipped} redacted, " + (f"{skipped} skipped, " if skipped else "")
+              + f"{len(failed)} failed"
               + (" (" + ", ".join(map(str, failed)) + ")" if failed else ""))
     return 1 if failed else 0
 
 
 def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refused: str | None,
-                progress, t0: float, unredacted_report: bool = False, full_name: bool = False) -> tuple[bool, str]:
+                progress, t0: float, unredacted_report: bool = False, full_name: bool = False,
+                formats: tuple[str, ...] = ("json",)) -> tuple[bool, str]:
     """Redact one file of a batch: (success, the line to print). Never raises."""
     from deid_speech.pipeline import redact_file, remove_stale_outputs
 
@@ -230,7 +317,8 @@ def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refu
         return False, f"error: {refused}"
     try:
         audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress,
-                                           unredacted_report=unredacted_report, full_name=full_name)
+                                           unredacted_report=unredacted_report, full_name=full_name,
+                                           formats=formats)
     except Exception as e:  # never a traceback, never a half-written or stale output
         problem = remove_stale_outputs(f, out_dir, inputs, full_name)
         msg = f"error: {e}" if isinstance(e, DeidError) else f"error: {f}: unexpected failure ({type(e).__name__}: {e})"

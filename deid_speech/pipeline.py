@@ -9,10 +9,12 @@ from pathlib import Path
 
 from deid_speech.audio import EXTENSIONS, TRANSCODED, Audio, for_recognition, load, save, write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.redact import RedactOptions, place_spans, redact_audio, redact_text
+from deid_speech.redact import RedactOptions, TextRedactor, place_spans, redact_audio, redact_transcript, redacted_words
 from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
 
-SCHEMA_VERSION = 2  # 2: the redacted report holds no clear text; the clear one is X.pii.json, opt-in
+SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
+# 3: operators per label (audio, text, padding before/after) replace mode/padding; a run of
+# redacted words is one word
 UNCOVERED_ACTIONS = ("beep", "fail", "warn")
 
 
@@ -47,17 +49,20 @@ class RedactResult:
     audio: Audio
     spans: list[Span]
     transcript: Transcript
-    redacted_transcript: str
+    redacted: Transcript  # the transcript with every span's words replaced by its label's text operator
     uncovered: list[tuple[float, float]] = field(default_factory=list)
     verification: dict | None = None  # {"by": verifier, "added": n} when --verify ran
     channels: list[dict] = field(default_factory=list)  # per channel, when channels differ:
-    # {"channel", "transcript" (Transcript), "redacted_transcript", "spans" (that channel's)}
+    # {"channel", "transcript", "redacted" (Transcripts), "spans" (that channel's)}
+
+    @property
+    def redacted_transcript(self) -> str:
+        return self.redacted.text
 
     def to_json(self, file: str, config: RedactConfig, asr_name: str) -> dict:
         """The report shared with the redacted audio (``X.redacted.json``): labels, times,
-        scores and sources of what was redacted, the redacted transcript and word list; no
-        clear text of any span or word."""
-        from deid_speech.redact import redacted_words
+        scores and sources of what was redacted, the operators, the redacted transcript and
+        word list; no clear text of any span or word."""
 
         def spans_of(spans: list[Span]) -> list[dict]:
             return [{k: v for k, v in s.to_dict().items() if k != "text"} for s in spans]
@@ -71,21 +76,20 @@ class RedactResult:
             "system": config.system,
             "asr_model": asr_name,
             "ner_model": config.ner_model if config.system == "cascade" else None,
-            "mode": config.redact.mode,
-            "padding": config.redact.padding,
+            "operators": config.redact.to_dict(),
             "labels": list(config.labels),
             "spans": spans_of(self.spans),
-            "redacted_transcript": self.redacted_transcript,
+            "redacted_transcript": self.redacted.text,
             # speech-like audio that no transcribed word covers: it was not checked for PII
             "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
             "uncovered_action": config.uncovered,  # beep: those stretches were redacted too
             # the second opinion (--verify): which decoder re-read the audible audio, spans it added
             "verified": self.verification,
-            "words": redacted_words(self.transcript, self.spans),
+            "words": redacted_words(self.redacted),
             # a file whose channels differ: each channel was transcribed and checked on its own
             # (the top-level transcript and words are the first channel's; spans are the union)
-            "channel_results": [{"channel": c["channel"], "redacted_transcript": c["redacted_transcript"],
-                                 "spans": spans_of(c["spans"]), "words": redacted_words(c["transcript"], self.spans)}
+            "channel_results": [{"channel": c["channel"], "redacted_transcript": c["redacted"].text,
+                                 "spans": spans_of(c["spans"]), "words": redacted_words(c["redacted"])}
                                 for c in self.channels],
         }
 
@@ -184,8 +188,9 @@ class Redactor:
         41 % of the other speech (its transcript through the detectors: 30 %)."""
         from deid_speech.intervals import covered, union
 
-        pad = self.config.redact.padding
-        regions = union([(max(0.0, s.start - pad), s.end + pad) for s in spans])
+        from deid_speech.redact import redaction_regions
+
+        regions = union([(a, b) for a, b, _ in redaction_regions(spans, self.config.redact)])
         audible = mono.copy()
         for a, b in regions:
             audible[int(a * 16000): int(b * 16000)] = 0.0
@@ -214,9 +219,11 @@ class Redactor:
             per.append((channel, transcript, spans))
         spans = merge_spans(found)
         verification = {"by": self.verifier.name, "added": added_total} if self.verifier is not None else None
+        text = TextRedactor(self.config.redact)  # one per call: numbering and surrogates agree across channels
+        redacted = [redact_transcript(tr, spans, text) for _, tr, _ in per]
         channels = [] if len(per) == 1 else [
-            {"channel": ch, "transcript": tr, "redacted_transcript": redact_text(tr, spans), "spans": sp}
-            for ch, tr, sp in per]
+            {"channel": ch, "transcript": tr, "redacted": red, "spans": sp}
+            for (ch, tr, sp), red in zip(per, redacted)]
         first = per[0][1]
         uncovered = sorted(uncovered)
         blanks = []
@@ -226,7 +233,7 @@ class Redactor:
         if self.config.uncovered == "beep":  # what could not be checked is not let through
             blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
         return RedactResult(redact_audio(audio, spans + blanks, self.config.redact), spans, first,
-                            redact_text(first, spans), uncovered, verification, channels)
+                            redacted[0], uncovered, verification, channels)
 
 
 def output_paths(src: Path, out_dir: Path | None, full_name: bool = False) -> tuple[Path, Path]:
@@ -320,44 +327,106 @@ def pii_report_path(src: Path, out_dir: Path | None, full_name: bool = False) ->
     return json_out.with_name(json_out.name[: -len(".redacted.json")] + ".pii.json")
 
 
+def format_path(json_out: Path, fmt: str) -> Path:
+    """``X.redacted.json`` -> ``X.redacted.srt`` (the format's writer's suffix)."""
+    from deid_speech.writers import WRITERS
+
+    return json_out.with_name(json_out.name[: -len(".json")] + WRITERS[fmt].suffix)
+
+
+def planned_outputs(src: Path, out_dir: Path | None, full_name: bool = False, formats: tuple[str, ...] = ("json",),
+                    unredacted_report: bool = False) -> list[Path]:
+    """Every file a redaction of ``src`` writes: the audio, each format (the JSON last),
+    and the clear report when asked for."""
+    audio_out, json_out = output_paths(src, out_dir, full_name)
+    fmts = [f for f in formats if f != "json"] + ["json"]
+    return [audio_out, *(format_path(json_out, f) for f in fmts)] + \
+        ([pii_report_path(src, out_dir, full_name)] if unredacted_report else [])
+
+
+def every_output(src: Path, out_dir: Path | None, full_name: bool = False) -> list[Path]:
+    """Every file any redaction of ``src`` may have written (all formats, the clear report)."""
+    from deid_speech.writers import FORMATS
+
+    return planned_outputs(src, out_dir, full_name, FORMATS, True)
+
+
+EXISTING = ("refuse", "overwrite", "skip")
+
+
+def existing_policy(src: Path, out_dir: Path | None, full_name: bool, formats: tuple[str, ...],
+                    unredacted_report: bool, existing: str = "refuse") -> tuple[str, str]:
+    """What to do with ``src`` given the outputs already there: ("run", ""), ("skip", why)
+    or ("refuse", why). Nothing is overwritten unless ``existing`` is "overwrite"; with
+    "skip", a finished earlier redaction (every planned output there) is kept, and an
+    unfinished one (no JSON: the run was killed) is redone."""
+    def exists(p: Path) -> bool:
+        try:
+            return p.exists()
+        except OSError:  # a name too long and the like: writing it will fail with the reason
+            return False
+
+    plan = planned_outputs(src, out_dir, full_name, formats, unredacted_report)
+    there = [p for p in every_output(src, out_dir, full_name) if exists(p)]
+    if not there or existing == "overwrite":
+        return "run", ""
+    json_out = output_paths(src, out_dir, full_name)[1]
+    if existing == "skip":
+        missing = [p for p in plan if not exists(p)]
+        if not missing:
+            return "skip", f"{src}: already redacted ({json_out} exists)"
+        if not exists(json_out):
+            return "run", ""  # unfinished: what an interrupted run left is redone
+        return "refuse", (f"{src}: redacted earlier, but {missing[0]} is not there; "
+                          "use --overwrite to redo it with the outputs asked for now")
+    return "refuse", (f"{src}: {there[0]} already exists; use --overwrite to replace the earlier outputs "
+                      "or --skip-existing to keep them")
+
+
 def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set[Path],
-                progress=None, unredacted_report: bool = False,
-                full_name: bool = False) -> tuple[Path, Path, RedactResult]:
-    """Redact one file; write both outputs or neither (fail closed). The JSON is committed
-    last: an audio output without its JSON is unfinished, and a JSON from an earlier run is
-    removed before the new audio lands, so a fresh audio never pairs with a stale report.
+                progress=None, unredacted_report: bool = False, full_name: bool = False,
+                formats: tuple[str, ...] = ("json",)) -> tuple[Path, Path, RedactResult]:
+    """Redact one file; write every output or none (fail closed). Every text is rendered
+    before the disk is touched; then whatever an earlier run wrote for this input is
+    removed (the caller has checked it may be: :func:`existing_policy`), the audio is
+    written, then the transcripts, and the JSON last: an audio output without its JSON is
+    unfinished, and a fresh audio never pairs with a stale report.
     ``unredacted_report``: also write the clear report ``X.pii.json`` (mode 0600)."""
-    from deid_speech.audio import write_error
+    from deid_speech.audio import display_name, write_error
+    from deid_speech.writers import WRITERS
 
     audio_out, json_out = output_paths(src, out_dir, full_name)
     pii_out = pii_report_path(src, out_dir, full_name)
-    for out in (audio_out, json_out, pii_out):
+    for out in every_output(src, out_dir, full_name):
         if out.resolve() in inputs:
             raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
     audio = load(src)
     result = redactor.redact(audio, progress=progress)
-    from deid_speech.audio import display_name
-
-    text = json.dumps(result.to_json(display_name(src), redactor.config, redactor.asr.name), indent=2,
-                      ensure_ascii=False)
+    name = display_name(src)
+    texts = [(format_path(json_out, f), WRITERS[f].render(result, name, redactor.config, redactor.asr.name))
+             for f in [f for f in formats if f != "json"] + ["json"]]
     clean_old_temps(audio_out.parent)
     try:
-        json_out.unlink(missing_ok=True)
-        pii_out.unlink(missing_ok=True)  # a clear report of an earlier run never outlives it
+        for old in every_output(src, out_dir, full_name)[1:]:  # an earlier run's reports never outlive it
+            old.unlink(missing_ok=True)
     except OSError as e:
-        raise DeidError(f"{json_out}: cannot replace the earlier report ({write_error(e)})") from None
+        raise DeidError(f"{json_out}: cannot replace the earlier outputs ({write_error(e)})") from None
     save(result.audio, audio_out)
+    written, current = [audio_out], pii_out
     try:
         if unredacted_report:
-            clear = json.dumps(result.to_pii_json(display_name(src)), indent=2, ensure_ascii=False)
+            clear = json.dumps(result.to_pii_json(name), indent=2, ensure_ascii=False)
             write_text_atomic(pii_out, clear + "\n", mode=0o600)
-        write_text_atomic(json_out, text + "\n")
-    except BaseException as e:  # the pair or nothing, Ctrl-C included
-        audio_out.unlink(missing_ok=True)
-        pii_out.unlink(missing_ok=True)
+            written.append(pii_out)
+        for current, text in texts:
+            write_text_atomic(current, text)
+            written.append(current)
+    except BaseException as e:  # all or nothing, Ctrl-C included
+        for path in written:
+            path.unlink(missing_ok=True)
         if not isinstance(e, Exception):
             raise
-        raise DeidError(f"{json_out}: cannot write ({write_error(e)})") from None
+        raise DeidError(f"{current}: cannot write ({write_error(e)})") from None
     return audio_out, json_out, result
 
 
@@ -408,7 +477,7 @@ def remove_stale_outputs(src: Path, out_dir: Path | None, inputs: set[Path] = fr
     this input: a stale output would look like a fresh, successful redaction. Never
     removes an input of this run. Returns a problem to report (the cleanup itself failed)
     instead of raising."""
-    for out in (*output_paths(src, out_dir, full_name), pii_report_path(src, out_dir, full_name)):
+    for out in every_output(src, out_dir, full_name):
         try:
             key = out.resolve()
             if key == src.resolve() or key in inputs or not out.is_file():

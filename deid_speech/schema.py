@@ -34,6 +34,16 @@ def _object(cls: type, drop: tuple[str, ...] = (), extra: dict | None = None) ->
     return {"type": "object", "properties": props, "required": sorted(props), "additionalProperties": False}
 
 
+def _operators() -> dict:
+    """:class:`~deid_speech.redact.RedactOptions` as reported: every operator, never the key."""
+    from deid_speech.redact import AUDIO_OPS, TEXT_OPS, Operator
+
+    op = _object(Operator, extra={"audio": {"enum": list(AUDIO_OPS)}, "text": {"enum": list(TEXT_OPS)}})
+    props = {"default": op, "merge_gap": {"type": "number"}, "keyed": {"type": "boolean"},
+             "labels": {"type": "object", "propertyNames": {"enum": list(LABELS)}, "additionalProperties": op}}
+    return {"type": "object", "properties": props, "required": sorted(props), "additionalProperties": False}
+
+
 def _common(version: int) -> dict:
     return {"schema_version": {"const": version}, "file": {"type": "string"}}
 
@@ -48,7 +58,7 @@ def redacted_schema(version: int) -> dict:
     props = {**_common(version),
              "duration": {"type": "number"}, "sample_rate": {"type": "integer"}, "channels": {"type": "integer"},
              "system": {"type": "string"}, "asr_model": {"type": "string"}, "ner_model": {"type": ["string", "null"]},
-             "mode": {"type": "string"}, "padding": {"type": "number"},
+             "operators": _operators(),
              "labels": {"type": "array", "items": {"type": "string", "enum": list(LABELS)}},
              "spans": {"type": "array", "items": span}, "redacted_transcript": {"type": "string"},
              "uncovered_speech": {"type": "array", "items": {"type": "array", "items": {"type": "number"},

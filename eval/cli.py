@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from deid_speech.errors import DeidError
+from deid_speech.redact import MERGE_GAP, PAD_AFTER, PAD_BEFORE
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -40,7 +41,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "itself on the GPU); the cascade's ASR runs on the CPU (default %(default)s)")
     p.add_argument("--aligner", choices=("pocketsphinx", "vosk", "whisper"), default="pocketsphinx",
                    help="times entities that lack them in the manifest")
-    p.add_argument("--padding", type=float, default=0.1, help="redaction padding in seconds (0.1)")
+    p.add_argument("--pad-before", type=float, default=PAD_BEFORE,
+                   help="seconds redacted before each span (%(default)s, as redact)")
+    p.add_argument("--pad-after", type=float, default=PAD_AFTER, help="seconds redacted after each span (%(default)s)")
+    p.add_argument("--padding", type=float, default=None, help="set --pad-before and --pad-after together")
+    p.add_argument("--merge-gap", type=float, default=MERGE_GAP,
+                   help="redactions closer than this are joined (%(default)s, as redact)")
     p.add_argument("--limit", type=int, default=None, help="score only the first N records")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
@@ -59,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError(f"unknown system(s) {', '.join(bad) or '(none)'}; choose from {', '.join(SYSTEMS)}")
     if args.limit is not None and args.limit < 1:
         raise DeidError("--limit must be at least 1")
-    if not 0 <= args.padding <= 2:
-        raise DeidError("--padding must be between 0 and 2 seconds")
+    from deid_speech.redact import Operator, RedactOptions
+
+    pads = (args.padding, args.padding) if args.padding is not None else (args.pad_before, args.pad_after)
+    options = RedactOptions(Operator(pad_before=pads[0], pad_after=pads[1]), merge_gap=args.merge_gap)
     from deid_speech.types import E2E_SYSTEMS
 
     uses_e2e = any(s in E2E_SYSTEMS or s == "cascade+verify" for s in systems)
@@ -90,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
 
             asr = CachedTranscriber(AsrOptions(model=args.asr_model), args.asr_cache)
-        preds = system_predictions(systems, items, args.asr_model, asr=asr, padding=args.padding,
+        preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:

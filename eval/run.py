@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from deid_speech.errors import DeidError
+from deid_speech.redact import RedactOptions, redaction_regions
 from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import TextSpanScore, SPrivCounts, residual_risk, risk_summary, spriv, wer
@@ -43,7 +44,7 @@ class Prediction:
     spans: list[Span]
     transcript: Transcript
     redacted_transcript: str
-    padding: float = 0.1
+    options: RedactOptions = field(default_factory=RedactOptions)  # its padding and merge gap, as applied
     blanked: list[tuple[float, float]] = field(default_factory=list)  # beeped too: speech no word covered
 
 
@@ -108,8 +109,8 @@ class SystemScore:
     def add(self, item: Item, pred: Prediction, duration: float) -> None:
         self.agnostic.add(item.entities, pred.spans)
         self.exact.add(item.entities, pred.spans, label_exact=True)
-        regions = [(max(0.0, s.start - pred.padding), min(duration, s.end + pred.padding))
-                   for s in pred.spans] + list(pred.blanked)
+        regions = [(a, min(duration, b)) for a, b, _ in redaction_regions(pred.spans, pred.options)] \
+            + list(pred.blanked)
         speech = [(w.start, w.end) for w in (item.words or pred.transcript.words)]
         file_leak = self.leak.add(item.entities, regions, speech)
         tr = pred.transcript
@@ -148,7 +149,7 @@ def _detectors(system: str) -> tuple[list, float]:
 
 
 def system_predictions(systems: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
-                       padding: float = 0.1, ner_model: str | None = None, e2e_model: str | None = None,
+                       options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
                        e2e=None) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
     (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
@@ -157,23 +158,23 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
     ``e2e+patterns`` also runs the pattern detectors over."""
     from deid_speech.audio import load
     from deid_speech.pipeline import RedactConfig, Redactor
-    from deid_speech.redact import RedactOptions, redact_text
+    from deid_speech.redact import redact_text
 
     redactors = {}
     verifying = None  # cascade+verify: the cascade's spans, then the e2e model's second opinion
     for s in systems:  # one ASR model, shared by the transcript-reading systems; one e2e tagger
         if s == "cascade+verify":
             verifying = Redactor(RedactConfig(asr_model=asr_model, ner_model=ner_model, e2e_model=e2e_model,
-                                              redact=RedactOptions(padding=padding), verify=True), asr=asr, verifier=e2e)
+                                              redact=options, verify=True), asr=asr, verifier=e2e)
             asr, e2e = verifying.asr, verifying.verifier
             continue
         if s in E2E_SYSTEMS:
             redactors[s] = Redactor(RedactConfig(system=s, e2e_model=e2e_model,
-                                                 redact=RedactOptions(padding=padding)), asr=e2e)
+                                                 redact=options), asr=e2e)
             e2e = redactors[s].asr
             continue
         dets, min_score = _detectors(s)
-        cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=RedactOptions(padding=padding),
+        cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=options,
                            ner_model=ner_model if s == "cascade" else None)
         redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
         asr = redactors[s].asr
@@ -191,11 +192,11 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
         for name, r in redactors.items():
             t = tagged if name in E2E_SYSTEMS else tr
             spans = r.detect(t)
-            out[name] = Prediction(spans, t, redact_text(t, spans), padding)
+            out[name] = Prediction(spans, t, redact_text(t, spans), options)
         if verifying is not None:
             first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
             spans = sorted(first + verifying.verify(mono, first))
-            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), padding)
+            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options)
         yield item, audio.duration, out
 
 
@@ -224,8 +225,24 @@ def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item
         blanked = [(float(a), float(b)) for a, b in d.get("uncovered_speech", [])] \
             if d.get("uncovered_action") == "beep" else []
         pred = Prediction([Span.from_dict(s) for s in d["spans"]], tr, d.get("redacted_transcript", ""),
-                          float(d.get("padding", 0.0)), blanked)
+                          _saved_options(d, path), blanked)
         yield item, float(d.get("duration", 0.0)), {str(d.get("system", "saved")): pred}
+
+
+def _saved_options(d: dict, path: Path) -> RedactOptions:
+    """The padding and merge gap a saved report was redacted with (schema 3: its
+    operators; earlier: one symmetric padding). Text operators do not matter here."""
+    ops = d.get("operators")
+    if ops is None:
+        return RedactOptions.uniform(pad=float(d.get("padding", 0.0)), merge_gap=0.0)
+    try:
+        def times(table: dict) -> dict:
+            return {k: v for k, v in table.items() if k in ("audio", "pad_before", "pad_after")}
+
+        return RedactOptions.from_settings({"default": times(ops["default"]), "merge_gap": ops["merge_gap"],
+                                            "labels": {k: times(v) for k, v in ops.get("labels", {}).items()}})
+    except (KeyError, TypeError, AttributeError, DeidError) as e:
+        raise DeidError(f"{path}: unreadable operators in the report ({e})") from None
 
 
 def evaluate(items: list[Item], predictions: Iterator[tuple[Item, float, dict[str, Prediction]]],

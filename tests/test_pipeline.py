@@ -51,12 +51,16 @@ def test_redact_file_writes_audio_and_json_next_to_input(call):
     assert info.frames == sf.info(call).frames
     d = json.loads(json_out.read_text())
     assert set(d) >= {"file", "duration", "sample_rate", "system", "asr_model", "spans", "redacted_transcript"}
-    assert "transcript" not in d and d["schema_version"] == 2
+    assert "transcript" not in d and d["schema_version"] == 3
     assert d["system"] == "cascade" and d["asr_model"] == "fake" and d["sample_rate"] == 44100
     (span,) = d["spans"]
     assert set(span) == {"label", "start", "end", "score", "source"}  # no clear text in a shared report
     assert span["label"] == "PHONE" and "nine" not in json_out.read_text()
-    assert [w["text"] for w in d["words"]][4:6] == ["[PHONE_1]", "[PHONE_1]"]
+    # the run of phone words is one word: neither their number nor their times show
+    assert [w["text"] for w in d["words"]][3:6] == ["is", "[PHONE_1]", "thank"]
+    phone_words = [w for w in result.transcript.words if w.text not in ("hello", "my", "number", "is", "thank", "you")]
+    assert (d["words"][4]["start"], d["words"][4]["end"]) == (round(phone_words[0].start, 3),
+                                                               round(phone_words[-1].end, 3))
     assert d["redacted_transcript"] == "hello my number is [PHONE_1] thank you"
     # the phone region really changed, the rest did not
     x, _ = sf.read(call)
@@ -78,7 +82,10 @@ def test_a_failing_detector_fails_closed_and_removes_stale_outputs(call, capsys)
     for p in output_paths(call, None):
         p.write_text("stale")
     broken = Redactor(RedactConfig(), asr=FakeAsr(), detectors=[BrokenDetector()])
-    assert redact_many(broken, [call], None) == 1
+    assert redact_many(broken, [call], None) == 1  # without --overwrite: refused, the earlier outputs kept
+    assert all(p.read_text() == "stale" for p in output_paths(call, None))
+    assert "--overwrite" in capsys.readouterr().err
+    assert redact_many(broken, [call], None, existing="overwrite") == 1
     assert not any(p.exists() for p in output_paths(call, None))
     err = capsys.readouterr()
     assert "detector broken failed: boom" in err.err and "Traceback" not in err.err
@@ -293,7 +300,7 @@ def test_a_cleanup_that_fails_is_reported_not_raised(tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(P.os, "remove", boom)
     r = Redactor(RedactConfig(), asr=FakeAsr(), detectors=[BrokenDetector()])
-    assert redact_many(r, [src, _tone_file(tmp_path / "b.wav")], None) == 1
+    assert redact_many(r, [src, _tone_file(tmp_path / "b.wav")], None, existing="overwrite") == 1
     captured = capsys.readouterr()
     assert "could not remove the stale output" in captured.err and "2 file(s): 0 redacted, 2 failed" in captured.out
 

@@ -4,7 +4,8 @@ import pytest
 from factories import make_transcript, tone
 from deid_speech.audio import Audio
 from deid_speech.ner.base import merge_spans
-from deid_speech.redact import RedactOptions, place_spans, reach_gaps, redact_audio, redact_text, speech_level
+from deid_speech.errors import DeidError
+from deid_speech.redact import Operator, RedactOptions, place_spans, reach_gaps, redact_audio, redact_text, speech_level
 from deid_speech.redact import _widen_short as _widen
 from deid_speech.types import Span, Transcript
 
@@ -18,7 +19,7 @@ def test_beep_keeps_length_rate_channels_and_replaces_the_region(sr, channels):
     x = tone(3.0, sr, hz=220, channels=channels)
     x[:, -1] *= 0.5  # channels differ
     a = Audio(x, sr, "WAV", "PCM_16")
-    out = redact_audio(a, [Span(1.0, 1.5, "PHONE")], RedactOptions(padding=0.1))
+    out = redact_audio(a, [Span(1.0, 1.5, "PHONE")], RedactOptions.uniform(pad=0.1))
     assert out.samples.shape == x.shape and out.sample_rate == sr
     lo, hi = int(0.9 * sr), int(1.6 * sr)
     for c in range(channels):
@@ -32,30 +33,38 @@ def test_beep_keeps_length_rate_channels_and_replaces_the_region(sr, channels):
 
 def test_beep_level_matches_speech_level():
     x = tone(4.0, 16000, amp=0.2)
-    out = redact_audio(Audio(x, 16000), [Span(1.0, 2.0, "NRIC")], RedactOptions(padding=0.0))
+    out = redact_audio(Audio(x, 16000), [Span(1.0, 2.0, "NRIC")], RedactOptions.uniform(pad=0.0))
     beep = out.samples[16000 + 200:32000 - 200, 0]
     assert rms(beep) == pytest.approx(speech_level(x[:, 0], 16000), rel=0.1)
 
 
 def test_silence_mode_zeroes_the_padded_region_only():
     x = tone(2.0, 16000)
-    out = redact_audio(Audio(x, 16000), [Span(0.5, 0.6, "PHONE")], RedactOptions(mode="silence", padding=0.2))
+    out = redact_audio(Audio(x, 16000), [Span(0.5, 0.6, "PHONE")], RedactOptions.uniform(audio="silence", pad=0.2))
     assert np.all(out.samples[int(0.3 * 16000) + 1:int(0.8 * 16000) - 1] == 0)
     assert rms(out.samples[: int(0.29 * 16000)]) > 0.1 and rms(out.samples[int(0.81 * 16000):]) > 0.1
 
 
 def test_spans_at_the_edges_are_clipped_not_crashing():
     x = tone(1.0, 16000)
-    out = redact_audio(Audio(x, 16000), [Span(0.0, 0.05), Span(0.95, 1.5)], RedactOptions(mode="silence"))
+    out = redact_audio(Audio(x, 16000), [Span(0.0, 0.05), Span(0.95, 1.5)], RedactOptions.uniform(audio="silence"))
     assert out.samples.shape == x.shape
     assert np.all(out.samples[:100] == 0) and np.all(out.samples[-100:] == 0)
 
 
 def test_bad_options_are_rejected():
-    with pytest.raises(ValueError):
-        RedactOptions(mode="mute")
-    with pytest.raises(ValueError):
-        RedactOptions(padding=-1)
+    with pytest.raises(DeidError, match="audio operator"):
+        RedactOptions.uniform(audio="mute")
+    with pytest.raises(DeidError, match="pad_before"):
+        RedactOptions.uniform(pad=-1)
+    with pytest.raises(DeidError, match="text operator"):
+        Operator(text="shuffle")
+    with pytest.raises(DeidError, match="unknown label"):
+        RedactOptions(labels=(("SSN", Operator()),))
+    with pytest.raises(DeidError, match="DEID_SPEECH_KEY"):
+        RedactOptions(Operator(text="hash"))
+    with pytest.raises(DeidError, match="too short"):
+        RedactOptions(key=b"short")
 
 
 def test_implausibly_short_span_widens_to_its_segment_never_disappears():
