@@ -9,7 +9,8 @@ from pathlib import Path
 
 from deid_speech.audio import EXTENSIONS, TRANSCODED, Audio, for_recognition, load, save, write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.redact import RedactOptions, TextRedactor, place_spans, redact_audio, redact_transcript, redacted_words
+from deid_speech.redact import (RedactOptions, TextRedactor, place_spans, redact_audio, redact_transcript,
+                                redacted_words, repeat_mentions)
 from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
 
 SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
@@ -176,8 +177,8 @@ class Redactor:
                 raise
             except Exception as e:  # a detector that fails must fail loudly
                 raise DeidError(f"detector {d.name} failed: {e}") from e
-        keep = [s for s in found if s.label in self.config.labels and s.score >= self.config.min_score]
-        return place_spans(merge_spans(keep), transcript)
+        keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score])
+        return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)
 
     def verify(self, mono, spans: list[Span]) -> list[Span]:
         """A second opinion on what the redaction leaves audible: silence every redacted
@@ -217,6 +218,8 @@ class Redactor:
             found += spans
             uncovered += uncovered_speech(mono, 16000, transcript.words)
             per.append((channel, transcript, spans))
+        if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
+            found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
         spans = merge_spans(found)
         verification = {"by": self.verifier.name, "added": added_total} if self.verifier is not None else None
         text = TextRedactor(self.config.redact)  # one per call: numbering and surrogates agree across channels

@@ -205,3 +205,27 @@ def test_no_clear_pii_in_any_default_output_of_a_real_redaction(tmp_path):
         for part in value.split(" | "):
             digits = re.sub(r"\D", "", part)
             assert part not in shared and (len(digits) < 4 or digits not in re.sub(r"\D", "", shared))
+
+
+@pytest.mark.model
+def test_no_pii_in_any_shared_output_of_a_real_redaction(tmp_path):
+    """Every output but X.pii.json is grepped for what the redaction found (the clear
+    report's span texts) and for the example's true names: none may appear, with
+    placeholders (default) or surrogates."""
+    src = tmp_path / "call.wav"
+    shutil.copy(EXAMPLE, src)
+    truth = json.loads((EXAMPLE.parent / "call.truth.json").read_text())
+    names = [e["text"] for e in truth["entities"] if e["label"] == "PERSON"]
+    for extra in ([], ["--text-op", "surrogate", "--overwrite"]):
+        r = run("redact", src, "--format", "json,srt,vtt,txt", "--unredacted-report", *extra)
+        assert r.returncode == 0, r.stderr
+        pii = json.loads((tmp_path / "call.pii.json").read_text())
+        assert (tmp_path / "call.pii.json").stat().st_mode & 0o077 == 0
+        found = [s["text"] for s in pii["spans"]]
+        assert len(found) >= 9 and names
+        shared = {p.name: " ".join(p.read_text().lower().split()) for p in tmp_path.glob("call.redacted.*")
+                  if p.suffix != ".wav"}
+        assert set(shared) == {"call.redacted.json", "call.redacted.srt", "call.redacted.vtt", "call.redacted.txt"}
+        for name, text in shared.items():
+            for value in found + names:
+                assert " ".join(value.lower().split()) not in text, (extra, name, value)

@@ -132,3 +132,21 @@ def test_redacted_transcript_keeps_trailing_punctuation_and_other_words():
     w = t.words
     out = redact_text(t, [Span(w[1].start, w[3].end, "PERSON", 1, "spacy", "Tan Wei Ming")])
     assert out == "I'm [PERSON_1], from DBS."
+
+
+def test_a_value_found_once_is_redacted_wherever_it_is_said_again():
+    from deid_speech.redact import repeat_mentions
+
+    t = make_transcript("ask for Qma or email. Qma. my name Jason Lim, yes Mr Lim. The lime is four four")
+    w = t.words
+    found = [Span(w[2].start, w[2].end, "PERSON", 0.9, "ner", "Qma"),
+             Span(w[8].start, w[9].end, "PERSON", 0.9, "ner", "Jason Lim,"),
+             Span(w[16].start, w[16].end, "PHONE", 0.9, "cue-runs", "four")]
+    extra = repeat_mentions(found, t)
+    said = sorted((s.text, s.label) for s in extra)
+    # "Qma." again, "Lim." alone (capitalised), the second "four"; not "lime", not "The"
+    assert said == [("Lim.", "PERSON"), ("Qma.", "PERSON"), ("four", "PHONE")], said
+    assert all(s.source.endswith("+repeat") for s in extra)
+    assert repeat_mentions(found + extra, t) == []  # nothing left to add
+    short = [Span(w[0].start, w[0].end, "PERSON", 0.9, "ner", "as")]
+    assert repeat_mentions(short, make_transcript("as as as")) == []  # under 3 letters: too common
