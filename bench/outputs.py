@@ -45,6 +45,13 @@ def squash(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def said_in(value: str, text: str) -> bool:
+    """``value`` occurs in ``text`` as whole words (case and spacing aside): "eye" is not
+    in "keyed"."""
+    v = squash(value)
+    return bool(v) and re.search(r"(?<![0-9a-z])" + re.escape(v) + r"(?![0-9a-z])", squash(text)) is not None
+
+
 def alnum(text: str) -> str:
     return re.sub(r"[^0-9a-z]", "", text.lower())
 
@@ -79,8 +86,8 @@ def valid(label: str, value: str) -> bool:
         return V.is_plausible_bank_account(value)
     if label == "EMAIL":
         return V.is_valid_email(value)
-    if label == "PERSON":
-        return bool(re.fullmatch(r"[A-Za-z][A-Za-z'/-]*( [A-Za-z][A-Za-z'/-]*)*", value.strip()))
+    if label == "PERSON":  # the span's own trailing punctuation is kept
+        return bool(re.fullmatch(r"[A-Za-z][A-Za-z'/-]*( [A-Za-z][A-Za-z'/-]*)*", value.strip(" .,!?;:")))
     if label == "DATE":  # a real calendar date in a written format, or spoken with a month name
         t = re.sub(r"(\d+)(st|nd|rd|th)\b", r"\1", value.strip())
         t = " ".join(re.sub(r"\b(of|the)\b", " ", t).split())
@@ -132,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         asr = redactor.asr
         found_hits, truth_hits, n_found, n_truth = [], [], 0, 0
         validity: dict[str, Counter] = defaultdict(Counter)
+        invalid: list[dict] = []
         redact_s = write_s = 0.0
         with tempfile.TemporaryDirectory() as tmp:
             for i, (src, entities) in enumerate(files):
@@ -150,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 for s in pii["spans"]:
                     n_found += 1
                     for name, text in shared.items():
-                        if squash(s["text"]) and squash(s["text"]) in squash(text):
+                        if said_in(s["text"], text):
                             found_hits.append({"file": src.name, "output": name, "label": s["label"]})
                 joined = alnum(" ".join(w["text"] for w in json.loads(json_out.read_text())["words"]))
                 full = texts[str(src)]
@@ -170,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                         same = value_key(s["label"], new) == value_key(s["label"], s["text"])
                         validity[s["label"]]["n"] += 1
                         validity[s["label"]]["valid"] += ok and not same
+                        if not ok or same:
+                            invalid.append({"label": s["label"], "surrogate": new, "same": same})
         results["ops"][op] = {
             "found_spans": n_found, "found_values_in_shared_outputs": len(found_hits), "hits": found_hits[:20],
             "true_entities": n_truth, "true_values_readable_in_shared_transcript": len(truth_hits),
@@ -177,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             "redact_s": round(redact_s, 2), "writers_s": round(write_s, 3),
             "writers_share": round(write_s / redact_s, 4) if redact_s else None,
             "surrogate_validity": {k: {"n": v["n"], "valid": v["valid"], "rate": round(v["valid"] / v["n"], 3)}
-                                   for k, v in sorted(validity.items())} or None}
+                                   for k, v in sorted(validity.items())} or None,
+            "invalid_surrogates": invalid}
         print(op, json.dumps({k: v for k, v in results["ops"][op].items() if k != "hits"}), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

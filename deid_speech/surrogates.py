@@ -319,6 +319,10 @@ def _date(d: datetime.date, core: str, rng: random.Random) -> str:
     nums = [i for i, t in enumerate(tokens) if t[1]]
     if not nums and (not names or any(t[0].lower() in _NUMBER_WORDS for t in tokens)):
         return verbalize_date(d, rng)
+    stray = [t[0] for i, t in enumerate(tokens) if not t[1] and i not in names
+             and t[0].lower() not in ("of", "the", "on") and t[0].lower() not in _NUMBER_WORDS]
+    if stray:  # words a date does not hold: a detection that took in other speech; write a plain date
+        return f"{d.day} {_MONTHS[d.month - 1].title()} {d.year}"
     month_named = _MONTHS in names.values()
     if month_named:
         order = ["day", "year"]
