@@ -377,11 +377,12 @@ def redact_transcript(transcript: Transcript, spans: list[Span], text: TextRedac
             continue
         trail = re.search(r"[.,!?;:]+$", w.text)
         trail = trail.group() if trail else ""
-        if run is not None and (run[0] == k or run[1] == text.replacement(ordered[k])):
-            items[-1] = (run[1] + trail, items[-1][1], w.end)
+        rep = run[1] if run is not None and run[0] == k else text.replacement(ordered[k])
+        if run is not None and run[1] == rep:
+            items[-1] = (rep + trail, items[-1][1], w.end)
             continue
-        run = (k, text.replacement(ordered[k]))
-        items.append((run[1] + trail, w.start, w.end))
+        run = (k, rep)
+        items.append((rep + trail, w.start, w.end))
     return Transcript.from_words(items, segments=[Span(g.start, g.end) for g in transcript.segments])
 
 
