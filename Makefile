@@ -3,22 +3,25 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.deps-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.deps-$(shell cat constraints.txt pyproject.toml | sha1sum | cut -c1-12)
 APT_PACKAGES := espeak-ng flite festival festvox-kdlpc16k
-EXAMPLE := data/examples/call.wav
+EXAMPLE := src/deid_speech/data/examples/call.wav
 # llama-cpp-python builds from source: a portable AVX2 build (a native build picked AMX
 # kernels that crash in this kind of VM)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
 
-.PHONY: demo test test-quick setup system-deps clean bench benchmark
+.PHONY: demo test test-quick lint setup system-deps clean bench benchmark
 
 demo: setup
 	$(VENV)/bin/deid-speech redact $(EXAMPLE) --out-dir out/demo
 	@echo "--- redacted transcript (out/demo/call.redacted.json) ---"
 	@$(PY) -c "import json; d=json.load(open('out/demo/call.redacted.json')); print(d['redacted_transcript']); print(); [print(f\"{s['label']:<13} {s['start']:7.2f}-{s['end']:<7.2f} {s['source']}\") for s in d['spans']]"
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
 
 test-quick: setup
 	$(PY) -m pytest -q -m "not model"
@@ -34,10 +37,9 @@ system-deps:
 	  else echo "warning: missing$$missing (apt-get install $(APT_PACKAGES)); voicing tests will be skipped"; fi; \
 	fi
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e .
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q -c constraints.txt -e ".[all,test]"
 	rm -f $(VENV)/.deps-*
 	touch $(STAMP)
 

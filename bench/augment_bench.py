@@ -18,6 +18,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,7 +70,7 @@ def main() -> int:
     from deid_speech.augment.run import AugmentOptions, augment
     from deid_speech.augment.seed import load_split
 
-    seed_file = ROOT / "data/seed/train.jsonl"
+    seed_file = shipped.path("seed") / "train.jsonl"
     if args.backend == "llamacpp":
         backend = LlamaCppBackend(model=args.model)
     elif args.backend == "ollama":
@@ -86,7 +88,7 @@ def main() -> int:
                 out = Path(tmp) / f"{strategy}-{temp}.jsonl"
                 s = augment(seed_file, out, AugmentOptions(strategy=strategy, temperature=temp, n=args.n,
                                                            seed=args.seed, max_requests=args.max_requests), backend)
-                texts = [json.loads(l)["text"] for l in out.read_text().splitlines() if l.strip()]
+                texts = [json.loads(x)["text"] for x in out.read_text().splitlines() if x.strip()]
                 s.update({"distinct_2": round(distinct_n(texts), 4) if texts else None,
                           "self_bleu": round(self_bleu(texts), 4) if len(texts) > 1 else None,
                           "examples": texts[:5]})

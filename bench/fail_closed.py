@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "data/examples/call.wav"
+EXAMPLE = shipped.path("example")
 
 
 def build(tmp: Path) -> dict[str, tuple[Path, list[str]]]:
@@ -83,10 +85,12 @@ def build(tmp: Path) -> dict[str, tuple[Path, list[str]]]:
 def run(cli: list[str], args: list[str], cwd: Path) -> dict:
     twice = args[:1] == ["@twice"]
     args = args[1:] if twice else args
-    r = subprocess.run(cli + ["redact", *args, "--progress", "off"], capture_output=True, text=True, errors="backslashreplace", cwd=cwd)
+    r = subprocess.run(cli + ["redact", *args, "--progress", "off"], capture_output=True, text=True,
+                       errors="backslashreplace", cwd=cwd)
     if twice:  # the shell's *.flac now also matches the outputs
         files = sorted(str(p) for p in Path(args[0]).parent.glob("*.flac"))
-        r = subprocess.run(cli + ["redact", *files, "--progress", "off"], capture_output=True, text=True, errors="backslashreplace", cwd=cwd)
+        r = subprocess.run(cli + ["redact", *files, "--progress", "off"], capture_output=True, text=True,
+                           errors="backslashreplace", cwd=cwd)
     spans = []
     for j in Path(cwd).rglob("*.redacted.json"):
         spans.append(len(json.loads(j.read_text(encoding="utf-8", errors="replace")).get("spans", [])))

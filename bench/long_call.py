@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,8 +32,8 @@ def main() -> int:
     from deid_speech.pipeline import RedactConfig, Redactor
     from deid_speech.types import Span
 
-    ex = load(ROOT / "data/examples/call.wav")
-    truth = json.loads((ROOT / "data/examples/call.truth.json").read_text())
+    ex = load(shipped.path("example"))
+    truth = json.loads((shipped.path("example-truth")).read_text())
     gap = np.zeros((ex.sample_rate, 1), np.float32)  # 1 s between copies
     step = ex.duration + 1.0
     audio = Audio(np.concatenate([np.concatenate([ex.samples, gap])] * args.repeat), ex.sample_rate)

@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     grid = [round(i * args.grid_step, 3) for i in range(int(round(args.grid_max / args.grid_step)) + 1)]
     q = args.quantile
     results: dict = {"command": "python bench/onset_offsets.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                     "git_head": _git_head(), "bench": str(args.bench), "asr_model": args.asr_model, "ner_model": args.ner_model,
+                     "git_head": _git_head(), "bench": str(args.bench), "asr_model": args.asr_model,
+                     "ner_model": args.ner_model,
                      "system": "cascade", "gap_reach": GAP_REACH, "current_padding": args.current,
                      "quantile": q, "grid": grid, "parts": {}}
     for name, recs in sets.items():

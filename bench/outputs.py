@@ -36,8 +36,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "data/examples/call.wav"
+EXAMPLE = shipped.path("example")
 KEY = b"bench-outputs-key-not-secret"
 
 

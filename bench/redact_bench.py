@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -51,7 +53,7 @@ def synth_utterances(n: int, seed: int, voice: str, split: str = "test"):
     from deid_speech.augment.seed import load_split
     from deid_speech.tts.base import get_synthesizer, voice_tagged
 
-    rows = [r for r in load_split(ROOT / f"data/seed/{split}.jsonl") if r["entities"]]
+    rows = [r for r in load_split(shipped.path("seed") / f"{split}.jsonl") if r["entities"]]
     rng = random.Random(seed)
     rng.shuffle(rows)
     synth = get_synthesizer(voice)
@@ -83,8 +85,8 @@ def main() -> int:
     results: dict = {"asr_model": args.asr_model, "model_load_s": round(load_s, 2)}
 
     # 1. the shipped example
-    truth = json.loads((ROOT / "data/examples/call.truth.json").read_text())
-    res = redactor.redact(load(ROOT / "data/examples/call.wav"))
+    truth = json.loads((shipped.path("example-truth")).read_text())
+    res = redactor.redact(load(shipped.path("example")))
     ex_truth = truth_spans(truth["entities"])
     results["example"] = score([(ex_truth, res.spans)])
     results["example"]["missed"] = [t.to_dict() for t in ex_truth if not any(t.overlaps(p) for p in res.spans)]

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "deid_speech"]
 
@@ -46,7 +48,7 @@ def repeat(manifest: Path, n: int) -> dict:
 
 def long_call(minutes: float, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    sources = [(ROOT / "data/examples/call.manifest.jsonl")] + sorted(
+    sources = [shipped.path("example-manifest")] + sorted(
         (ROOT / "out/benchmark/dev/calls").glob("manifest.jsonl"))
     recs = []
     for m in sources:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
 VOICES = "piper:joe,flite:rms,flite:slt,espeak:en-us+m3@s150"
 
@@ -57,7 +59,7 @@ def main() -> int:
     from deid_speech.augment.seed import load_split
     from deid_speech.tts.voices import split_voice_list
 
-    tagged = [r["tagged"] for r in load_split(ROOT / "data/seed/dev.jsonl")[:args.n]]
+    tagged = [r["tagged"] for r in load_split(shipped.path("seed") / "dev.jsonl")[:args.n]]
     rows = [bench_voice(v, tagged) for v in split_voice_list(args.voices)]
     results = {"input": f"data/seed/dev.jsonl[:{len(tagged)}]", "cpus": os.cpu_count(),
                "load_avg_1m": round(os.getloadavg()[0], 2), "python": platform.python_version(),

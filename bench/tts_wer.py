@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[1]
 CHANNELS = {"clean": {}, "telephone": {"telephone": True}, "noise10": {"snr_db": 10.0, "noise": "pink"}}
 
@@ -48,7 +50,7 @@ def main() -> int:
 
     voices = default_voices() if args.voices == "default" else split_voice_list(args.voices)
     rng = random.Random(0)
-    tagged = [fill_tags(r["tagged"], rng)[0] for r in load_split(ROOT / "data" / "seed" / "dev.jsonl")[:args.n]]
+    tagged = [fill_tags(r["tagged"], rng)[0] for r in load_split(shipped.path("seed") / "dev.jsonl")[:args.n]]
     asr = Transcriber(AsrOptions(model=args.asr_model))
     rows = []
     t_start = time.perf_counter()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from deid_speech.types import Transcript
 
 

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from factories import tone
 from deid_speech.audio import Audio, load, resample, save
 from deid_speech.errors import DeidError
+from factories import tone
 
 
 @pytest.mark.parametrize("ext,fmt,subtype", [(".wav", "WAV", "PCM_16"), (".flac", "FLAC", "PCM_24"),

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from deid_speech import models as shipped
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "data/examples/call.wav"
+EXAMPLE = shipped.path("example")
 
 
 def run(*args, cwd=None):
@@ -99,7 +100,7 @@ def test_missing_file_is_a_one_line_error(tmp_path):
 
 def test_augment_cli_with_the_template_backend_resumes_and_summarises(tmp_path):
     out = tmp_path / "aug.jsonl"
-    seed = ROOT / "data/seed/train.jsonl"
+    seed = shipped.path("seed") / "train.jsonl"
     r = run("augment", "--backend", "template", "--n", "30", "--seed", "4", "--in", seed, "--out", out)
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
@@ -194,7 +195,7 @@ def test_no_clear_pii_in_any_default_output_of_a_real_redaction(tmp_path):
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["call.redacted.json", "call.redacted.wav"]
     r = run("redact", EXAMPLE, "--out-dir", tmp_path / "p", "--unredacted-report", "--progress", "off")
     hidden = [s["text"] for s in json.loads((tmp_path / "p" / "call.pii.json").read_text())["spans"]]
-    truth = [e["text"] for e in json.loads((ROOT / "data/examples/call.truth.json").read_text())["entities"]]
+    truth = [e["text"] for e in json.loads((shipped.path("example-truth")).read_text())["entities"]]
     shared = (tmp_path / "d" / "call.redacted.json").read_text() + r.stdout + r.stderr
     import jsonschema
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from deid_speech import experiment
+from deid_speech import models as shipped
 from deid_speech.cli import main
 from deid_speech.errors import DeidError
 from deid_speech.experiment import ExperimentConfig, summarise
@@ -22,7 +23,7 @@ seeds = [0, 1]
 systems = ["cascade", "e2e"]
 
 [data]
-seed_dir = "{ROOT / 'data' / 'seed'}"
+seed_dir = "{shipped.path('seed')}"
 limit = {{ train = 3, dev = 2, test = 2 }}
 
 [tts]
@@ -146,13 +147,13 @@ def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_shipped_configs_parse() -> None:
-    small = ExperimentConfig.load(ROOT / "data" / "experiments" / "small.toml")
+    small = ExperimentConfig.load(ROOT / "configs" / "experiments" / "small.toml")
     assert small.arm_names() == ["baseline", "baseline+similar0.3", "baseline+similar0.6",
                                  "baseline+diverse0.3", "baseline+diverse0.6"]
     assert small.data.tts.telephone_test and not small.data.augment
-    gpu = ExperimentConfig.load(ROOT / "data" / "experiments" / "gpu.toml")
+    gpu = ExperimentConfig.load(ROOT / "configs" / "experiments" / "gpu.toml")
     assert len(gpu.seeds) == 3 and {a.backend for a in gpu.arms} == {"ollama"} and gpu.device == "cuda"
-    small_gpu = ExperimentConfig.load(ROOT / "data" / "experiments" / "small-gpu.toml")
+    small_gpu = ExperimentConfig.load(ROOT / "configs" / "experiments" / "small-gpu.toml")
     assert small_gpu.systems == ("e2e",) and small_gpu.device == "cuda"
     assert (small_gpu.data, small_gpu.arms) == (small.data.__class__(**{**small.data.__dict__,
                                                                           "out_dir": small_gpu.data.out_dir}),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from deid_speech import models as shipped
 from deid_speech.cli import main
 from deid_speech.errors import DeidError
 from deid_speech.make_dataset import DatasetConfig
@@ -17,7 +18,7 @@ needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="needs fl
 CONFIG = f"""
 out_dir = "ds"
 seed = 5
-seed_dir = "{ROOT / 'data' / 'seed'}"
+seed_dir = "{shipped.path('seed')}"
 limit = {{ train = 3, dev = 2, test = 2 }}
 
 [[augment]]
@@ -54,7 +55,7 @@ def test_builds_all_splits_and_resumes(tmp_path: Path, capsys: pytest.CaptureFix
     assert all(r["augment"]["telephone"] for r in tel) and not any(r["augment"]["telephone"] for r in test)
     assert [r["entities"] for r in tel] == [r["entities"] for r in test]
     # fresh values: the seed's own values are replaced, tags kept
-    seed_test = {r["id"]: r for r in _rows(ROOT / "data" / "seed" / "test.jsonl")}
+    seed_test = {r["id"]: r for r in _rows(shipped.path("seed") / "test.jsonl")}
     for r in test:
         s = seed_test[r["id"]]
         assert [e["label"] for e in r["entities"]] == [e["label"] for e in s["entities"]]
@@ -89,7 +90,7 @@ def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
 
 def test_voice_list_needs_both_kinds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     p = tmp_path / "c.toml"
-    p.write_text(f'out_dir = "x"\nseed_dir = "{ROOT / "data" / "seed"}"\n[tts]\nvoices = ["flite:rms"]\n'
+    p.write_text(f'out_dir = "x"\nseed_dir = "{shipped.path("seed")}"\n[tts]\nvoices = ["flite:rms"]\n'
                  'held_out = ["flite:awb"]\n')
     assert main(["make-dataset", "--config", str(p)]) == 1
     assert "held-out voices" in capsys.readouterr().err
@@ -98,8 +99,8 @@ def test_voice_list_needs_both_kinds(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_shipped_config_parses() -> None:
-    cfg = DatasetConfig.load(ROOT / "data" / "datasets" / "small.toml")
-    assert cfg.out_dir == ROOT / "out" / "datasets" / "small" and cfg.seed_dir == ROOT / "data" / "seed"
+    cfg = DatasetConfig.load(ROOT / "configs" / "datasets" / "small.toml")
+    assert cfg.out_dir == ROOT / "out" / "datasets" / "small" and cfg.seed_dir == shipped.path("seed")
     assert cfg.tts.telephone_test and [a.name for a in cfg.augment] == ["similar0.3"]
 
 
@@ -109,7 +110,7 @@ def test_limit_samples_across_the_file_not_its_head() -> None:
     from deid_speech.augment.seed import load_split
     from deid_speech.make_dataset import limit_rows
 
-    rows = load_split(ROOT / "data" / "seed" / "train.jsonl")
+    rows = load_split(shipped.path("seed") / "train.jsonl")
     head = Counter(e["label"] for r in rows[:160] for e in r["entities"])
     picked = limit_rows(rows, 160, "0-train")
     got = Counter(e["label"] for r in picked for e in r["entities"])

@@ -1,8 +1,5 @@
 """Outputs safe to share: operators per label, transcript formats, re-runs (fake ASR, no models)."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,16 +8,15 @@ import soundfile as sf
 import srt
 import webvtt
 
-from factories import tone
 from deid_speech.audio import Audio
-from deid_speech.cli import redact_many, redact_options, build_parser
+from deid_speech.cli import build_parser, redact_many, redact_options
 from deid_speech.errors import DeidError
 from deid_speech.ner.patterns import PatternDetector
 from deid_speech.pipeline import RedactConfig, Redactor, redact_file
-from deid_speech.redact import (Operator, RedactOptions, TextRedactor, redact_audio, redact_transcript,
-                                redaction_regions)
+from deid_speech.redact import Operator, RedactOptions, TextRedactor, redact_audio, redact_transcript, redaction_regions
 from deid_speech.types import Span, Transcript
 from deid_speech.writers import FORMATS, MAX_CUE_CHARS, MAX_CUE_S, parse_formats
+from factories import tone
 
 KEY = b"a-secret-key-of-32-bytes-for-tests"
 PHONE = "nine one two three four five six seven"

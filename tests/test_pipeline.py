@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from factories import make_transcript, tone
 from deid_speech.cli import redact_many
 from deid_speech.errors import DeidError
 from deid_speech.ner.patterns import PatternDetector
 from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs, output_paths, redact_file
+from factories import make_transcript, tone
 
 TEXT = "hello my number is nine one two three four five six seven thank you"
 
@@ -157,7 +157,7 @@ def test_an_m4a_call_is_decoded_and_redacted_into_flac(tmp_path):
 
 
 def test_out_dir_mirrors_the_input_tree_so_equal_names_in_two_folders_both_survive(tmp_path):
-    a, b = _tone_file(tmp_path / "in" / "a" / "call.wav"), _tone_file(tmp_path / "in" / "b" / "call.wav")
+    _tone_file(tmp_path / "in" / "a" / "call.wav"), _tone_file(tmp_path / "in" / "b" / "call.wav")
     files, _, roots = collect_inputs([str(tmp_path / "in")])
     assert redact_many(redactor(), files, tmp_path / "out", roots=roots) == 0
     assert (tmp_path / "out/a/call.redacted.wav").exists() and (tmp_path / "out/b/call.redacted.wav").exists()
@@ -464,7 +464,7 @@ def test_every_report_validates_against_the_published_schemas(tmp_path):
     root = Path(__file__).resolve().parents[1] / "docs" / "schema"
     built = schemas()
     for name, schema in built.items():  # the published files are what the code builds
-        assert json.loads((root / name).read_text()) == schema, f"regenerate: python -m deid_speech.schema"
+        assert json.loads((root / name).read_text()) == schema, "regenerate: python -m deid_speech.schema"
     mono = _tone_file(tmp_path / "m.wav", 5.0)
     stereo = _stereo(tmp_path, tone(5.0, 16000, hz=600.0)[:, 0], tone(5.0, 16000, hz=120.0)[:, 0])
     for src, asr in ((mono, FakeAsr()), (stereo, ChannelAsr())):

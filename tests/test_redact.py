@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from factories import make_transcript, tone
 from deid_speech.audio import Audio
-from deid_speech.ner.base import merge_spans
 from deid_speech.errors import DeidError
+from deid_speech.ner.base import merge_spans
 from deid_speech.redact import Operator, RedactOptions, place_spans, reach_gaps, redact_audio, redact_text, speech_level
 from deid_speech.redact import _widen_short as _widen
 from deid_speech.types import Span, Transcript
+from factories import make_transcript, tone
 
 
 def rms(x):

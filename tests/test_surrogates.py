@@ -17,14 +17,22 @@ import time
 import pytest
 
 import deid_speech.surrogates as surrogates_module
-from augment.replace import spoken_value
+from deid_speech.augment.replace import spoken_value
 from deid_speech.redact import value_key
 from deid_speech.spoken import MONTH_NAMES, verbalize
 from deid_speech.surrogates import Surrogates
 from deid_speech.types import LABELS
-from deid_speech.validators import (BANK_ACCOUNT_FORMATS, is_plausible_bank_account, is_valid_card,
-                                    is_valid_email, is_valid_nric, is_valid_passport, is_valid_plate,
-                                    is_valid_sg_phone, luhn_check_digit)
+from deid_speech.validators import (
+    BANK_ACCOUNT_FORMATS,
+    is_plausible_bank_account,
+    is_valid_card,
+    is_valid_email,
+    is_valid_nric,
+    is_valid_passport,
+    is_valid_plate,
+    is_valid_sg_phone,
+    luhn_check_digit,
+)
 from deid_speech.values import NAME_POOLS, gen_nric, gen_person, gen_phone
 
 try:
@@ -173,7 +181,7 @@ def test_card_of_an_impossible_length_gets_16_digits(orig):
 def test_bank_account_keeps_a_real_bank_length():
     rng = random.Random(4)
     s = Surrogates(key=b"banks")
-    for bank, groups in BANK_ACCOUNT_FORMATS.items():
+    for groups in BANK_ACCOUNT_FORMATS.values():
         for _ in range(30):
             digits = "".join(rng.choice("0123456789") for _ in range(sum(groups)))
             out = s.replace("BANK_ACCOUNT", digits)

@@ -12,6 +12,8 @@ import re
 
 import pytest
 
+from deid_speech.types import LABELS
+from deid_speech.validators import BANK_ACCOUNT_FORMATS
 from deid_speech.values import (
     GENERATORS,
     NAME_POOLS,
@@ -25,8 +27,6 @@ from deid_speech.values import (
     gen_phone,
     gen_plate,
 )
-from deid_speech.types import LABELS
-from deid_speech.validators import BANK_ACCOUNT_FORMATS
 
 N = 2000
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deid_speech import models as shipped
 from deid_speech.asr.convert import CT2FormatError, ct2_to_hf, ct2_to_openai, join_parts, read_ct2
 
 TEXT = "Hello, my name is John Smith and my phone number is five five five, one two three four. I live in Boston."
@@ -261,7 +262,6 @@ def test_provisioned_openai_checkpoint_runs_through_asr_model_flag(tmp_path, mon
     """`--asr-model X.pt` (openai-whisper backend) transcribes like the default backend."""
     import difflib
 
-
     from deid_speech.asr.models import provision
     from deid_speech.asr.whisper import AsrOptions, Transcriber
     from deid_speech.audio import load
@@ -270,7 +270,7 @@ def test_provisioned_openai_checkpoint_runs_through_asr_model_flag(tmp_path, mon
     pt = provision("tiny.en", "openai")
     assert pt.suffix == ".pt" and (pt.parent / ".verified").exists()
     assert provision("tiny.en", "openai") == pt  # cached
-    example = Path(__file__).resolve().parents[2] / "data/examples/call.wav"
+    example = shipped.path("example")
     audio = load(example).mono16k()[: 16000 * 20]
     a = Transcriber(AsrOptions()).transcribe(audio)
     b = Transcriber(AsrOptions(model=str(pt))).transcribe(audio)

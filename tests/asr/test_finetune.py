@@ -129,7 +129,7 @@ def test_training_loss_falls_and_the_best_model_is_saved(random_base: Path, mani
     recs = load_records(manifest)
     out = tmp_path / "run"
     s = finetune_run(recs, out, _opts(random_base, out, max_steps=8, eval_every=4), dev_score=_zero)
-    losses = [l for _, l in s["train_losses"]]
+    losses = [x for _, x in s["train_losses"]]
     assert len(losses) == 8 and losses[-1] < losses[0] - 1.0, losses  # from ~ln(51864) = 10.9
     assert {"config.json", "model.safetensors", "tokenizer.json", "preprocessor_config.json"} <= \
         {p.name for p in out.iterdir()}
@@ -181,7 +181,7 @@ def test_training_with_tags_learns_them(random_base: Path, manifest: Path, tmp_p
     out = tmp_path / "tagtrain"
     s = finetune_run(recs, out, _opts(random_base, out, max_steps=8), extra_tokens=TAGS,
                      target_fn=lambda r: "[PERSON] " + r["text"], dev_score=_zero)
-    losses = [l for _, l in s["train_losses"]]
+    losses = [x for _, x in s["train_losses"]]
     assert losses[-1] < losses[0] - 1.0, losses
 
 
@@ -202,8 +202,8 @@ def test_resume_continues_from_the_checkpoint_step(random_base: Path, manifest: 
                            dev_score=_zero)
     assert resumed["resumed_from_step"] == 2 and resumed["steps"] == 4
     assert [s for s, _ in resumed["train_losses"]] == [1, 2, 3, 4]
-    np.testing.assert_allclose([l for _, l in resumed["train_losses"]],
-                               [l for _, l in straight["train_losses"]], rtol=1e-4)
+    np.testing.assert_allclose([x for _, x in resumed["train_losses"]],
+                               [x for _, x in straight["train_losses"]], rtol=1e-4)
     longer = finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=6, eval_every=2),
                           dev_score=_zero)  # a finished run extended: the learning rate is not stuck at 0
     assert longer["resumed_from_step"] == 4 and longer["train_losses"][-1][1] < longer["train_losses"][-2][1]

@@ -5,10 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deid_speech import models as shipped
 from deid_speech.asr.whisper import AsrOptions, cut_points
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "data/examples/call.wav"
+EXAMPLE = shipped.path("example")
 
 
 def test_cut_points_land_in_silence_and_cover_the_whole_call():

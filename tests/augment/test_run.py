@@ -51,7 +51,7 @@ def test_job_accepts_valid_lines_fills_fresh_values_and_reports(seed_file, tmp_p
     s = augment(seed_file, out, AugmentOptions(n=12, seed=3, per_request=5), Scripted())
     assert s["accepted"] == 12 and s["complete"]
     assert s["rejected"]["bullet"] >= 1 and s["rejected"]["meta"] >= 1 and s["rejected"]["duplicate"] >= 1
-    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 12 and len({r["id"] for r in rows}) == 12
     for r in rows:
         assert set(r) >= {"id", "text", "tagged", "entities", "strategy", "temperature", "backend", "model"}
@@ -73,7 +73,7 @@ def test_job_resumes_after_an_interruption_without_duplicates(seed_file, tmp_pat
         fh.write('{"id": "cut-off-li')  # the process died mid-line
     b = Scripted()
     s = augment(seed_file, out, AugmentOptions(n=15, seed=1, per_request=5), b)
-    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 15 == s["accepted"] and s["new"] == 8
     assert len({r["id"] for r in rows}) == 15
     assert min(r["request"] for r in rows[7:]) > max(r["request"] for r in rows[:7])
@@ -107,7 +107,7 @@ def test_template_backend_needs_no_llm_and_keeps_tag_sets(seed_file, tmp_path):
     backend = TemplateBackend(SEEDS)
     s = augment(seed_file, tmp_path / "t.jsonl", AugmentOptions(n=20, seed=2), backend)
     assert s["complete"] and s["acceptance_rate"] > 0.5
-    rows = [json.loads(l) for l in (tmp_path / "t.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     for r in rows:
         labels = Counter(e["label"] for e in r["entities"])
         assert labels in (Counter({"NRIC": 1}), Counter({"PHONE": 1}))

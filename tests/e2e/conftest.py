@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from deid_speech import models as shipped
+
 ROOT = Path(__file__).resolve().parents[2]
-CALL = ROOT / "data" / "examples" / "call.wav"
+CALL = shipped.path("example")
 # (start s, end s, tagged transcript) of stretches of the example call
 CLIPS = [
     (34.5, 40.8, "Can call me at [PHONE] nine one seven three, four four eight two [PHONE]. Anytime can lah."),

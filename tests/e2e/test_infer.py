@@ -6,13 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deid_speech import models as shipped
 from deid_speech.align.base import project_words
 from deid_speech.e2e.infer import Window, pauses_in, place
 from deid_speech.errors import DeidError
 from deid_speech.types import Transcript
 
 ROOT = Path(__file__).resolve().parents[2]
-CALL = ROOT / "data" / "examples" / "call.wav"
+CALL = shipped.path("example")
 
 
 def even_aligner(clip, text):
@@ -59,7 +60,8 @@ def test_fallback_times_the_words_and_the_entity_is_widened():
     audio = np.zeros(16000 * 10, np.float32)
     win = [Window(2.0, 9.0, "call [PHONE] nine eight [PHONE] ok")]
     tr, spans = place(win, audio, failing_aligner, even_aligner)
-    assert [round(w.start, 2) for w in tr.words] == [round(w.start + 2.0, 2) for w in even_aligner(audio[:7 * 16000], tr.text).words]
+    shifted = [round(w.start + 2.0, 2) for w in even_aligner(audio[:7 * 16000], tr.text).words]
+    assert [round(w.start, 2) for w in tr.words] == shifted
     nine, eight = even_aligner(audio[:7 * 16000], tr.text).words[1:3]
     # default: widened by 0.5 s, not the whole window
     assert [(s.start, s.end) for s in spans] == [pytest.approx((2.0 + nine.start - 0.5, 2.0 + eight.end + 0.5))]
@@ -212,7 +214,7 @@ def test_shipped_model_finds_pii_in_the_example_call(tmp_path, monkeypatch):
     assert main(["redact", "--system", "e2e", str(CALL), "--out-dir", str(tmp_path)]) == 0
     d = json.loads((tmp_path / "call.redacted.json").read_text())
     truth = [Span(e["start"], e["end"], e["label"]) for e in
-             json.loads((ROOT / "data" / "examples" / "call.truth.json").read_text())["entities"]]
+             json.loads((shipped.path("example-truth")).read_text())["entities"]]
     pred = [Span.from_dict(s) for s in d["spans"]]
     found = [t for t in truth if any(p.overlaps(t) for p in pred)]
     assert len(found) >= 4, (d["spans"], d["redacted_transcript"])

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from deid_speech import models as shipped
 from deid_speech.e2e.tags import TagMark, pair_tags, parse_tags, sentence_bounds, strip_tags
-from deid_speech.types import EntitySpan, parse_tagged
+from deid_speech.types import parse_tagged
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +22,7 @@ def test_well_formed_pair_is_one_entity():
 
 def test_well_formed_input_agrees_with_strict_parser_on_the_seed_data():
     n = 0
-    for f in sorted((ROOT / "data" / "seed").glob("*.jsonl")):
+    for f in sorted((shipped.path("seed")).glob("*.jsonl")):
         for line in f.read_text(encoding="utf-8").splitlines():
             tagged = json.loads(line)["tagged"]
             assert parse_tags(tagged) == parse_tagged(tagged), tagged

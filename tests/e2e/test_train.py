@@ -1,5 +1,4 @@
 """`train e2e` through the shared Whisper trainer: a random tiny model learns to write tags."""
-import argparse
 from pathlib import Path
 
 import pytest
@@ -35,7 +34,7 @@ def test_random_tiny_whisper_learns_to_emit_tag_tokens(tiny_whisper_dir, clip_re
     summary = finetune(clip_records, clip_records, opts, target_fn=target_text, extra_tokens=TAG_TEXTS,
                        init_token=init_tag_embedding, dev_score=lambda m, p, r: 0.0)
     assert summary["added_tokens"] == list(TAG_TEXTS)
-    losses = [l for _, l in summary["train_losses"]]
+    losses = [x for _, x in summary["train_losses"]]
     assert losses[-1] < losses[0] / 3
 
     trained = WhisperForConditionalGeneration.from_pretrained(tmp_path / "run")

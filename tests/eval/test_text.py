@@ -1,13 +1,24 @@
 import math
 
 import pytest
-from factories import make_transcript
 
-from deid_speech.eval.text import (PARTIAL_WEIGHTS, RISK_WEIGHTS, SPrivCounts, TextSpanScore,
-                                   entity_leaks, entity_risk, normalize_for_wer, residual_risk,
-                                   risk_summary, score_text_spans, spriv, wer)
+from deid_speech.eval.text import (
+    PARTIAL_WEIGHTS,
+    RISK_WEIGHTS,
+    SPrivCounts,
+    TextSpanScore,
+    entity_leaks,
+    entity_risk,
+    normalize_for_wer,
+    residual_risk,
+    risk_summary,
+    score_text_spans,
+    spriv,
+    wer,
+)
 from deid_speech.redact import redact_text
 from deid_speech.types import LABELS, EntitySpan, Span, parse_tagged
+from factories import make_transcript
 
 
 def E(a, b, label="PHONE"):

@@ -2,9 +2,9 @@
 redacted under the cue's label; look-alikes after the same cue words stay audible."""
 import pytest
 
-from factories import make_transcript
 from deid_speech.ner.cue_runs import CueRunDetector
 from deid_speech.types import Transcript
+from factories import make_transcript
 
 DET = CueRunDetector()
 

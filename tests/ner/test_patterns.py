@@ -2,8 +2,8 @@
 stay unflagged (the rules are listed in ner/patterns.py's docstring)."""
 import pytest
 
-from factories import make_transcript
 from deid_speech.ner.patterns import PatternDetector
+from factories import make_transcript
 
 DET = PatternDetector()
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from factories import make_transcript
+from deid_speech import models as shipped
 from deid_speech.errors import DeidError
 from deid_speech.ner import train as T
 from deid_speech.types import LABELS, EntitySpan, Span, Transcript, parse_tagged
+from factories import make_transcript
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "models" / "ner"
+SHIPPED = shipped.path("ner")
 
 
 def texts(hyp: Transcript, ents: list[EntitySpan]) -> list[tuple[str, str]]:

@@ -11,15 +11,20 @@ from deid_speech.pipeline import RedactConfig
 
 def test_default_is_the_shipped_model_and_none_turns_it_off() -> None:
     assert RedactConfig().ner_model == "default"
-    assert trained.resolve_ner_model("default") == str(trained.SHIPPED)
-    assert (trained.SHIPPED / "meta.json").is_file()
+    from deid_speech import models
+
+    assert trained.resolve_ner_model("default") == str(models.path("ner"))
+    assert (models.path("ner") / "meta.json").is_file()
     assert trained.resolve_ner_model("none") is None and trained.resolve_ner_model(None) is None
     assert trained.resolve_ner_model("/some/folder") == "/some/folder"
 
 
-def test_missing_shipped_model_is_named(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(trained, "SHIPPED", tmp_path / "gone")
-    with pytest.raises(DeidError, match="--ner-model none"):
+def test_missing_shipped_model_is_an_error(monkeypatch, tmp_path) -> None:
+    from deid_speech import models
+
+    monkeypatch.setitem(models.SHIPPED, "ner", tmp_path / "gone")
+    monkeypatch.setattr(models, "_verified", {})
+    with pytest.raises(DeidError, match="not in this installation"):
         trained.resolve_ner_model("default")
 
 

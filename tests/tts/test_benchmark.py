@@ -3,10 +3,8 @@ used by no other split, and one command voices it into manifests `eval` can scor
 from __future__ import annotations
 
 import difflib
-import json
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import soundfile as sf
@@ -15,8 +13,7 @@ from deid_speech.audio import read_jsonl
 from deid_speech.errors import DeidError
 from deid_speech.eval.run import load_manifest
 from deid_speech.tts import benchmark as B
-from deid_speech.tts.voices import (BENCHMARK_VOICES, DEFAULT_VOICES, HeldOutVoiceError, canonical,
-                                    voices_for_split)
+from deid_speech.tts.voices import BENCHMARK_VOICES, DEFAULT_VOICES, HeldOutVoiceError, canonical, voices_for_split
 from deid_speech.types import LABELS, parse_tagged
 
 needs_voices = pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("flite") is None,

@@ -7,11 +7,11 @@ are skipped, with the install command as reason, where missing.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from deid_speech import models as shipped
 from deid_speech.tts import make_example
 from deid_speech.tts.base import (
     TARGET_SR,
@@ -150,7 +150,7 @@ def test_example_truth_is_consistent(monkeypatch: pytest.MonkeyPatch, tmp_path) 
 
 
 def test_shipped_example_manifest_matches_its_truth() -> None:
-    root = Path(__file__).resolve().parents[2] / "data" / "examples"
+    root = shipped.path("example").parent
     truth = json.loads((root / "call.truth.json").read_text())
     assert json.loads((root / "call.manifest.jsonl").read_text()) == make_example.manifest_row(truth)
 

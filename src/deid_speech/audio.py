@@ -1,0 +1,280 @@
+"""Audio I/O: read any rate/channel count, a 16 kHz mono view for the models, and a
+writer that keeps the input's rate, channels, length and container, atomically."""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deid_speech.errors import DeidError
+
+MODEL_RATE = 16000
+EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
+# containers libsndfile cannot read or write: decoded with PyAV (installed with faster-whisper),
+# redacted into FLAC ("call.m4a" -> "call.redacted.flac")
+TRANSCODED = (".m4a", ".aac", ".amr", ".wma", ".mp4", ".3gp", ".webm", ".mka", ".opus")
+
+
+@dataclass(frozen=True)
+class Audio:
+    """Samples as float32 ``(frames, channels)`` plus what is needed to write them back."""
+
+    samples: np.ndarray
+    sample_rate: int
+    format: str = "WAV"
+    subtype: str | None = None
+
+    @property
+    def channels(self) -> int:
+        return self.samples.shape[1]
+
+    @property
+    def duration(self) -> float:
+        return self.samples.shape[0] / self.sample_rate
+
+    def mono16k(self) -> np.ndarray:
+        """Mixdown to mono and resample to 16 kHz float32, for detection."""
+        return resample(self.samples.mean(axis=1), self.sample_rate, MODEL_RATE)
+
+    def tracks16k(self) -> list[tuple[int | None, np.ndarray]]:
+        """What detection listens to: each distinct channel on its own at 16 kHz (a channel
+        equal to an earlier one, or to its negation, is heard once), or the one channel of a
+        mono file (``None``).
+        Never the mixdown alone: two channels can cancel in the mix (right = minus left),
+        and two talkers on two channels mask each other in it."""
+        kept: list[int] = []
+        for k in range(self.channels):
+            x = self.samples[:, k]
+            if not any(np.array_equal(x, self.samples[:, j]) or np.array_equal(-x, self.samples[:, j]) for j in kept):
+                kept.append(k)
+        if len(kept) == 1:
+            return [(None, resample(self.samples[:, 0], self.sample_rate, MODEL_RATE))]
+        return [(k, resample(self.samples[:, k], self.sample_rate, MODEL_RATE)) for k in kept]
+
+
+MIN_RATE, MAX_RATE, MAX_CHANNELS = 4000, 384000, 32
+
+
+def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
+    """Polyphase resampling. An odd rate ("44101 Hz") is taken at the nearest ratio with a
+    denominator up to 1000 (a pitch error under 0.1 %), so the filter, and the memory it
+    needs, stays small whatever the header says."""
+    from fractions import Fraction
+
+    x = np.asarray(x, dtype=np.float32)
+    if sr_in == sr_out:
+        return x
+    from scipy.signal import resample_poly
+
+    ratio = Fraction(sr_out, sr_in).limit_denominator(1000)
+    return resample_poly(x, ratio.numerator, ratio.denominator, axis=0).astype(np.float32)
+
+
+QUIET_DBFS = -45.0  # speech this quiet is raised before recognition
+TARGET_DBFS = -25.0
+
+
+def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:
+    """Raise quiet audio to a speech level the recogniser hears (level of the loudest 10 %
+    of 50 ms frames under :data:`QUIET_DBFS` -> :data:`TARGET_DBFS`, peaks kept under
+    0.99); audio at a normal level, or digital silence, is returned as it is."""
+    rms = frame_rms(x, sr, 0.05)
+    if rms.size == 0:
+        return x
+    level = float(np.percentile(rms, 90))
+    if level <= 0 or 20 * np.log10(level) >= QUIET_DBFS:
+        return x
+    gain = min(10 ** ((TARGET_DBFS - 20 * np.log10(level)) / 20), 0.99 / max(float(np.abs(x).max()), 1e-12))
+    return (x * gain).astype(np.float32)
+
+
+def frame_rms(audio: np.ndarray, sr: int, frame_s: float = 0.01) -> np.ndarray:
+    """RMS of consecutive non-overlapping frames of ``frame_s`` seconds (a partial last
+    frame is dropped)."""
+    n = max(1, int(round(frame_s * sr)))
+    usable = (len(audio) // n) * n
+    if usable == 0:
+        return np.zeros(0, dtype=np.float32)
+    frames = audio[:usable].astype(np.float64).reshape(-1, n)
+    return np.sqrt((frames ** 2).mean(axis=1)).astype(np.float32)
+
+
+def load(path: str | os.PathLike) -> Audio:
+    """Read an audio file; raise DeidError with a one-line reason for anything unusable."""
+    import soundfile as sf
+
+    p = Path(path)
+    if not p.exists():
+        raise DeidError(f"{p}: no such file")
+    if p.is_dir():
+        raise DeidError(f"{p}: is a directory, not an audio file")
+    if p.stat().st_size == 0:
+        raise DeidError(f"{p}: empty file (0 bytes)")
+    try:
+        with open(p, "rb") as fh:  # a file object: non-UTF-8 names work too
+            info = sf.info(fh)
+    except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if p.suffix.lower() in TRANSCODED:
+            return _load_with_av(p)
+        raise DeidError(f"{p}: cannot read audio ({msg})") from None
+    # a header that lies (one flipped bit: 129 channels, 1,000,003 Hz) fails here, not open
+    if not MIN_RATE <= info.samplerate <= MAX_RATE:
+        raise DeidError(f"{p}: the header claims {info.samplerate} Hz; speech audio is {MIN_RATE}-{MAX_RATE} Hz "
+                        "(a damaged or mislabelled file?)")
+    if not 1 <= info.channels <= MAX_CHANNELS:
+        raise DeidError(f"{p}: the header claims {info.channels} channels (at most {MAX_CHANNELS}; "
+                        "a damaged or mislabelled file?)")
+    if info.frames >= 2**62:  # a legal stream of unknown length (FLAC total_samples = 0): decode to the end
+        return _load_with_av(p, info.format, info.subtype)
+    try:
+        with open(p, "rb") as fh:
+            data, sr = sf.read(fh, dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DeidError(f"{p}: cannot read audio ({msg})") from None
+    if data.shape[0] == 0:
+        raise DeidError(f"{p}: audio has zero length")
+    if not np.isfinite(data).all():
+        raise DeidError(f"{p}: audio contains NaN or infinite samples")
+    return Audio(data, int(sr), info.format, info.subtype)
+
+
+def _load_with_av(p: Path, fmt: str = "FLAC", subtype: str | None = "PCM_16") -> Audio:
+    """Decode with PyAV what libsndfile cannot read (m4a/aac/amr/..., or a stream whose
+    header does not say its length); the redacted output is written as ``fmt``/``subtype``
+    (16-bit FLAC by default) at the same rate and channel count."""
+    try:
+        import av
+
+        with av.open(str(p)) as c:
+            stream = c.streams.audio[0]
+            sr, ch = stream.rate, stream.channels
+            if not MIN_RATE <= sr <= MAX_RATE or not 1 <= ch <= MAX_CHANNELS:
+                raise DeidError(f"{p}: the container claims {sr} Hz, {ch} channels (a damaged file?)")
+            frames = [f.to_ndarray() for f in c.decode(stream)]
+    except DeidError:
+        raise
+    except Exception as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DeidError(f"{p}: cannot decode audio ({msg})") from None
+    if not frames:
+        raise DeidError(f"{p}: audio has zero length")
+    # planar (channels, n) or packed (1, n * channels) per frame
+    parts = [f.reshape(ch, -1) if f.shape[0] == ch else f.reshape(-1, ch).T for f in frames]
+    data = np.concatenate(parts, axis=1).T.astype(np.float32)
+    if np.issubdtype(frames[0].dtype, np.integer):
+        data /= float(np.iinfo(frames[0].dtype).max)
+    if not np.isfinite(data).all():
+        raise DeidError(f"{p}: audio contains NaN or infinite samples")
+    return Audio(np.ascontiguousarray(data), int(sr), fmt, subtype)
+
+
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def save(audio: Audio, path: str | os.PathLike) -> None:
+    """Write atomically (temp file in the same folder, then rename)."""
+    import soundfile as sf
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=p.suffix, dir=p.parent)
+    os.close(fd)
+    try:
+        data = np.clip(audio.samples, -1.0, 1.0)
+        with open(tmp, "wb") as fh:  # a file object: non-UTF-8 names work too
+            sf.write(fh, data, audio.sample_rate, format=audio.format, subtype=audio.subtype)
+        os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
+        os.replace(tmp, p)
+    except BaseException as e:  # Ctrl-C and SIGTERM too: never leave a temporary file behind
+        Path(tmp).unlink(missing_ok=True)
+        if not isinstance(e, Exception):
+            raise
+        raise DeidError(f"{p}: cannot write audio ({write_error(e)})") from None
+
+
+def display_name(path: str | os.PathLike) -> str:
+    """A path as text that can always be printed or stored as JSON: bytes that are not
+    UTF-8 (a file name from another system) appear as ``\\xe9`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def write_error(e: BaseException) -> str:
+    """A one-line reason for a failed write that says what to do about it."""
+    import errno
+
+    code = getattr(e, "errno", None)
+    return {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied", errno.EROFS: "read-only file system",
+            errno.ENAMETOOLONG: "file name too long", errno.ENOTDIR: "a path component is a file, not a folder",
+            }.get(code, str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
+    """Write ``text`` atomically (temp file, then rename); ``mode`` overrides the usual
+    permissions (0600 for a file that holds personal data)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=p.suffix, dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, _umask_mode() if mode is None else mode)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """``(line number, record)`` of each non-blank line of a JSONL file (seed splits,
+    manifests, augmentation output); a one-line DeidError naming the file and line for a
+    line that is not a JSON object."""
+    import json
+
+    p = Path(path)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DeidError(f"{p}:{n}: not JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise DeidError(f"{p}:{n}: not a JSON object")
+                yield n, row
+    except UnicodeDecodeError:
+        raise DeidError(f"{p}: not UTF-8 text") from None
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Records of a JSONL file that a resumable job appends to. A last line cut by an
+    interruption is dropped from the file (rewritten atomically); what precedes it is kept."""
+    import json
+
+    p = Path(path)
+    if not p.exists():
+        return []
+    rows, clean = [], True
+    with open(p, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                clean = False
+                break
+    if not clean:
+        write_text_atomic(p, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return rows

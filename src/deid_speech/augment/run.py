@@ -1,0 +1,113 @@
+"""The augmentation job: seed sentences -> LLM (Similar/Diverse) -> strict validation ->
+tag replacement with fresh values -> JSONL, resumable.
+
+Each request asks for ``per_request`` sentences with one tag multiset drawn from the seed
+corpus (in proportion to how often it occurs there). Every accepted line is written at once;
+a restart reads the file back, rebuilds the de-duplication set and goes on from the next
+request, so an interrupted job loses nothing.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from deid_speech.audio import read_jsonl
+from deid_speech.augment.llm import Request
+from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATEGIES, build_prompt
+from deid_speech.augment.replace import fill_tags
+from deid_speech.augment.seed import load_split
+from deid_speech.augment.validate import REASONS, check_line, frame_key
+from deid_speech.errors import DeidError
+from deid_speech.types import parse_tagged, render_tagged
+
+
+@dataclass(frozen=True)
+class AugmentOptions:
+    strategy: str = "similar"
+    temperature: float | None = None  # None: the paper's default for the strategy
+    n: int = 100
+    seed: int = 0
+    per_request: int = PER_REQUEST
+    examples: int = 5
+    max_requests: int | None = None  # None: 10x what a perfect model would need
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise DeidError(f"strategy must be one of {', '.join(STRATEGIES)}")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise DeidError("temperature must be between 0 and 2")
+        if self.n < 1 or self.per_request < 1:
+            raise DeidError("--n and the sentences per request must be positive")
+
+    @property
+    def temp(self) -> float:
+        return DEFAULT_TEMPERATURE[self.strategy] if self.temperature is None else self.temperature
+
+    @property
+    def request_limit(self) -> int:
+        return self.max_requests or 10 * math.ceil(self.n / self.per_request)
+
+
+def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=None) -> dict:
+    """Run the job; return the summary. ``backend`` has ``name``, ``model``, ``generate``."""
+    seeds = load_split(seed_path)
+    if not seeds:
+        raise DeidError(f"{seed_path}: no seed sentences")
+    by_tags: dict[tuple, list[str]] = {}  # tag multiset -> seed sentences carrying it
+    for r in seeds:
+        by_tags.setdefault(tuple(sorted(e["label"] for e in r["entities"])), []).append(r["tagged"])
+    existing = read_jsonl(out)
+    seen = {frame_key(r["tagged"]) for r in seeds} | {frame_key(r["tagged"]) for r in existing}
+    accepted = len(existing)
+    request = max((r.get("request", -1) for r in existing), default=-1) + 1
+    reasons: Counter = Counter()
+    labels: Counter = Counter(e["label"] for r in existing for e in r["entities"])
+    lines_seen = 0
+    new = 0
+    t0 = time.perf_counter()
+    keys = list(by_tags)
+    weights = [len(by_tags[k]) for k in keys]  # tag sets drawn as often as the seed has them
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "a", encoding="utf-8") as fh:
+        while accepted < opts.n and request < opts.request_limit:
+            rng = random.Random(opts.seed * 1_000_003 + request)
+            tags = Counter(rng.choices(keys, weights)[0])
+            pool = by_tags[tuple(sorted(tags.elements()))]
+            examples = rng.sample(pool, min(opts.examples, len(pool)))
+            req = Request(opts.strategy, tags, build_prompt(opts.strategy, tags, examples, opts.per_request),
+                          opts.temp, opts.seed * 1_000_003 + request, opts.per_request, examples)
+            raw = backend.generate(req)
+            for k, line in enumerate(x for x in raw.splitlines() if x.strip()):
+                lines_seen += 1
+                parsed, why = check_line(line, tags, seen)
+                if why:
+                    reasons[why] += 1
+                    continue
+                if accepted >= opts.n:
+                    break
+                text, ents = parsed
+                tagged, _ = fill_tags(render_tagged(text, ents), rng)
+                text2, ents2 = parse_tagged(tagged)
+                rec = {"id": f"{opts.strategy}-t{opts.temp:g}-s{opts.seed}-r{request:05d}-{k:02d}",
+                       "text": text2, "tagged": tagged, "entities": [e.to_dict() for e in ents2],
+                       "strategy": opts.strategy, "temperature": opts.temp, "backend": backend.name,
+                       "model": getattr(backend, "model", ""), "request": request}
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                fh.flush()
+                accepted += 1
+                new += 1
+                labels.update(e.label for e in ents2)
+            request += 1
+            if progress:
+                progress(accepted, opts.n)
+    wall = time.perf_counter() - t0
+    return {"out": str(out), "accepted": accepted, "new": new, "requests": request,
+            "lines": lines_seen, "acceptance_rate": round(new / lines_seen, 4) if lines_seen else 0.0,
+            "rejected": {r: reasons[r] for r in REASONS if reasons[r]}, "labels": dict(sorted(labels.items())),
+            "wall_s": round(wall, 1), "s_per_100_accepted": round(100 * wall / new, 1) if new else None,
+            "complete": accepted >= opts.n}

@@ -1,0 +1,411 @@
+"""Command line: ``deid-speech redact FILE|DIR ...``, ``augment ...`` and ``tts ...``.
+
+Errors print one line (no traceback). Exit status: 0 all files redacted, 1 some failed,
+2 bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+from deid_speech.redact import AUDIO_OPS, KEY_ENV, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
+from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS
+
+
+def _labels(value: str) -> tuple[str, ...]:
+    labels = tuple(x.strip().upper() for x in value.split(",") if x.strip())
+    bad = [x for x in labels if x not in LABELS]
+    if bad or not labels:
+        raise argparse.ArgumentTypeError(f"unknown label(s) {', '.join(bad) or '(none)'}; "
+                                         f"choose from {','.join(LABELS)}")
+    return labels
+
+
+def _padding(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 0 <= v <= 2:
+        raise argparse.ArgumentTypeError("padding must be between 0 and 2 seconds")
+    return v
+
+
+def _formats(value: str) -> tuple[str, ...]:
+    from deid_speech.writers import parse_formats
+
+    try:
+        return parse_formats(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="deid-speech", description="Offline speech de-identification.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("redact", help="beep out PII in call recordings; write a redacted transcript",
+                       description="Writes X.redacted.<ext> and X.redacted.json next to each input "
+                                   "(or into --out-dir). Folders are searched for audio files.")
+    r.add_argument("inputs", nargs="+", help="audio files (wav/flac/ogg/mp3) or folders")
+    r.add_argument("--out-dir", type=Path, help="write outputs here instead of next to the inputs")
+    r.add_argument("--system", choices=SYSTEMS, default="cascade",
+                   help="cascade (Whisper + patterns + NER; default), e2e (the end-to-end model alone) "
+                        "or e2e+patterns (its tags plus the pattern detectors over its transcript)")
+    r.add_argument("--mode", choices=AUDIO_OPS, default=None,
+                   help="audio operator for every label: beep (default), silence, or noise (speech-band noise)")
+    r.add_argument("--text-op", choices=TEXT_OPS, default=None,
+                   help="text operator for every label: placeholder ([PHONE_1]; default), mask (****), hash "
+                        f"(keyed HMAC; needs {KEY_ENV}), or surrogate (a fresh valid value of the same type)")
+    r.add_argument("--label-op", action="append", default=[], metavar="LABEL=OP[,OP]",
+                   help="per-label operators over the default, e.g. PERSON=surrogate or PHONE=silence,hash; repeatable")
+    r.add_argument("--pad-before", type=_padding, default=None,
+                   help=f"seconds redacted before each span ({PAD_BEFORE:g}; the recogniser times entities late)")
+    r.add_argument("--pad-after", type=_padding, default=None, help=f"seconds redacted after each span ({PAD_AFTER:g})")
+    r.add_argument("--padding", type=_padding, default=None, help="set --pad-before and --pad-after together")
+    r.add_argument("--merge-gap", type=_padding, default=None,
+                   help=f"join redactions closer than this many seconds ({MERGE_GAP:g})")
+    r.add_argument("--config", type=Path, default=None, metavar="redact.toml",
+                   help="operators from a TOML file: merge_gap, [default] and [labels.LABEL] tables of audio, text, "
+                        "pad_before, pad_after (flags override it)")
+    r.add_argument("--format", type=_formats, default=("json",),
+                   help="transcript outputs, comma-separated from json,srt,vtt,txt (redacted text only); "
+                        "the JSON report is always written")
+    again = r.add_mutually_exclusive_group()
+    again.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run")
+    again.add_argument("--skip-existing", action="store_true",
+                       help="leave inputs whose outputs an earlier run finished; redo unfinished ones")
+    r.add_argument("--asr-model", default="tiny.en",
+                   help="tiny.en (default), base, a CTranslate2 or HF folder, a .pt checkpoint, or a hub name")
+    r.add_argument("--labels", type=_labels, default=LABELS, help="comma-separated subset of " + ",".join(LABELS))
+    r.add_argument("--spacy-model", default=None, help="spaCy pipeline name or folder for PERSON/DATE")
+    r.add_argument("--ner-model", default="default",
+                   help="the cascade's trained NER: default (the shipped NER model), a folder from "
+                        "`deid-speech train ner`, or none")
+    r.add_argument("--model", default=None, metavar="DIR",
+                   help="the end-to-end model folder for --system e2e (`deid-speech train e2e`; "
+                        "default: the shipped one, if any)")
+    r.add_argument("--allow-download", action="store_true",
+                   help="let --asr-model name a Hugging Face hub model and download it; without this flag "
+                        "deid-speech makes no network request")
+    r.add_argument("--uncovered", choices=("beep", "fail", "warn"), default="beep",
+                   help="speech-like audio that got no words (so was not checked for PII): beep it "
+                        "(default), fail the file, or only warn")
+    r.add_argument("--unredacted-report", action="store_true",
+                   help="also write X.pii.json (mode 0600): the clear transcript, span texts and words. "
+                        "Never written by default; X.redacted.json never holds clear text")
+    r.add_argument("--verify", action="store_true",
+                   help="a second opinion: the e2e model transcribes what the cascade leaves audible, the "
+                        "cascade's detectors read that transcript, and what they find is redacted too")
+    r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
+                       description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
+    a.add_argument("--strategy", choices=("similar", "diverse"), default="similar")
+    a.add_argument("--temperature", type=float, default=None,
+                   help="default: 0.3 for similar, 0.6 for diverse (the paper's)")
+    a.add_argument("--n", type=int, default=100, help="sentences to accept")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--backend", choices=("ollama", "llamacpp", "template"), default="llamacpp")
+    a.add_argument("--model", default=None,
+                   help="ollama model name (default llama3.1) or GGUF file (default: the embedded SmolLM2)")
+    a.add_argument("--host", default="http://localhost:11434", help="Ollama server")
+    a.add_argument("--per-request", type=int, default=20)
+    a.add_argument("--max-requests", type=int, default=None)
+    a.add_argument("--in", dest="seed_file", type=Path, default=None,
+                   help="tagged seed JSONL (default: the shipped seed corpus, train part)")
+    a.add_argument("--out", type=Path, required=True)
+    a.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    from deid_speech.tts import cli as tts_cli
+
+    tts_cli.add_parser(sub)
+    from deid_speech.eval import cli as eval_cli
+
+    eval_cli.add_parser(sub)
+    m = sub.add_parser("make-dataset", help="seed -> augment -> tts: train/dev/test manifests from one config",
+                       description="Builds the dataset a TOML config describes (see "
+                                   "configs/datasets/small.toml); resumable; the config is copied next "
+                                   "to the output.")
+    m.add_argument("--config", type=Path, required=True)
+    m.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    t = sub.add_parser("train", help="train a model: ner (spaCy), asr (Whisper fine-tune), e2e (tagging Whisper)",
+                       description="Each target has its own options: deid-speech train ner|asr|e2e --help")
+    targets = t.add_subparsers(dest="target", required=True)
+    for target in TRAIN_TARGETS.values():
+        _module(target).add_parser(targets)
+    _module("deid_speech.experiment").add_parser(sub)
+    return p
+
+
+# `deid-speech train TARGET`: each target's module has add_parser(subparsers) and run(args)
+TRAIN_TARGETS = {"ner": "deid_speech.ner.train", "asr": "deid_speech.asr.finetune",
+                 "e2e": "deid_speech.e2e.train"}
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def cmd_augment(args: argparse.Namespace) -> int:
+    import json
+
+    from deid_speech.augment.llm import make_backend
+    from deid_speech.augment.run import AugmentOptions, augment
+    from deid_speech.augment.seed import load_split
+
+    if args.seed_file is None:  # the shipped seed corpus's training part
+        from deid_speech import models
+
+        args.seed_file = models.path("seed") / "train.jsonl"
+    if not args.seed_file.is_file():
+        raise DeidError(f"{args.seed_file}: no such seed file")
+    if args.out.resolve() == args.seed_file.resolve():
+        raise DeidError("--out must not be the seed file")
+    opts = AugmentOptions(strategy=args.strategy, temperature=args.temperature, n=args.n, seed=args.seed,
+                          per_request=args.per_request, max_requests=args.max_requests)
+    backend = make_backend(args.backend, args.model, [r["tagged"] for r in load_split(args.seed_file)],
+                           host=args.host)
+    bar = None
+    if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()):
+        from tqdm import tqdm
+
+        bar = tqdm(total=opts.n, unit="sent", file=sys.stderr, desc=f"{args.strategy} t={opts.temp:g}")
+
+    def progress(done: int, total: int) -> None:
+        if bar:
+            bar.n = done
+            bar.refresh()
+
+    summary = augment(args.seed_file, args.out, opts, backend, progress)
+    if bar:
+        bar.close()
+    print(json.dumps(summary, indent=2))
+    if not summary["complete"]:
+        print(f"deid-speech: warning: only {summary['accepted']} of {opts.n} sentences accepted after "
+              f"{summary['requests']} requests (raise --max-requests or use a stronger model)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_redact(args: argparse.Namespace) -> int:
+    from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs
+
+    if args.model is not None and args.system not in E2E_SYSTEMS:
+        raise DeidError("--model is the end-to-end model: use it with --system e2e or e2e+patterns")
+    if args.allow_download:
+        from deid_speech.asr.models import ALLOW_DOWNLOAD_ENV
+
+        os.environ[ALLOW_DOWNLOAD_ENV] = "1"
+    if args.out_dir is not None:  # checked before any work, not after every file was transcribed
+        if args.out_dir.exists() and not args.out_dir.is_dir():
+            raise DeidError(f"--out-dir {args.out_dir} is a file, not a folder")
+        if args.out_dir.is_dir() and not os.access(args.out_dir, os.W_OK | os.X_OK):
+            raise DeidError(f"--out-dir {args.out_dir}: permission denied (cannot write there)")
+    files, skipped, roots = collect_inputs(args.inputs)
+    for f, why in skipped:
+        print(f"skipped: {f} ({why})", file=sys.stderr)
+    config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
+                          redact=redact_options(args),
+                          spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
+                          verify=args.verify, uncovered=args.uncovered)
+    show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    existing = "overwrite" if args.overwrite else "skip" if args.skip_existing else "refuse"
+    return redact_many(Redactor(config), files, args.out_dir, show, unredacted_report=args.unredacted_report,
+                       roots=roots, formats=args.format, existing=existing)
+
+
+def redact_options(args: argparse.Namespace):
+    """The operators: built-in defaults, then ``--config``, then the flags."""
+    from deid_speech.redact import RedactOptions
+
+    settings: dict = {}
+    if args.config is not None:
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            import tomli as tomllib
+        try:
+            settings = tomllib.loads(args.config.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise DeidError(f"--config {args.config}: {e.strerror or e}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise DeidError(f"--config {args.config}: not valid TOML ({e})") from None
+    default, labels = settings.get("default", {}), settings.get("labels", {})
+    if not isinstance(default, dict) or not isinstance(labels, dict) or \
+            not all(isinstance(v, dict) for v in labels.values()):
+        raise DeidError(f"--config {args.config}: [default] and [labels.LABEL] must be tables")
+    default, labels = dict(default), {k: dict(v) for k, v in labels.items()}
+    if args.padding is not None:
+        default["pad_before"] = default["pad_after"] = args.padding
+    for flag, key in (("mode", "audio"), ("text_op", "text"), ("pad_before", "pad_before"), ("pad_after", "pad_after")):
+        if getattr(args, flag) is not None:
+            default[key] = getattr(args, flag)
+    for spec in args.label_op:
+        label, _, ops = spec.partition("=")
+        label = label.strip().upper()
+        if label not in LABELS or not ops.strip():
+            raise DeidError(f"--label-op {spec!r}: expected LABEL=OP[,OP] with a label from {', '.join(LABELS)}")
+        table = labels.setdefault(label, {})
+        for op in (o.strip().lower() for o in ops.split(",") if o.strip()):
+            if op in AUDIO_OPS:
+                table["audio"] = op
+            elif op in TEXT_OPS:
+                table["text"] = op
+            else:
+                raise DeidError(f"--label-op {spec!r}: unknown operator {op!r}; audio: {', '.join(AUDIO_OPS)}; "
+                                f"text: {', '.join(TEXT_OPS)}")
+    merged = {**settings, "default": default, "labels": labels}
+    if args.merge_gap is not None:
+        merged["merge_gap"] = args.merge_gap
+    key = os.environ.get(KEY_ENV)
+    return RedactOptions.from_settings(merged, key.encode("utf-8") if key else None)
+
+
+def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress: bool = False,
+                unredacted_report: bool = False, roots: dict[Path, Path] | None = None,
+                formats: tuple[str, ...] = ("json",), existing: str = "refuse") -> int:
+    """Redact every file, continue past failures, print a summary; 1 if any failed.
+    ``existing``: what to do where an earlier run's outputs are (refuse, overwrite, skip)."""
+    from deid_speech.pipeline import existing_policy, full_name_outputs, output_collisions, output_folders
+
+    inputs = {f.resolve() for f in files if f.exists()}
+    folders = output_folders(files, out_dir, roots or {})  # --out-dir mirrors each input folder's tree
+    full = full_name_outputs(files, folders)  # "x.wav" and "x.flac": the second keeps its extension
+    refused = output_collisions(files, folders, full)  # before any work: never overwrite or delete another file
+    ok, failed, skipped = 0, [], 0
+    bar = None
+    if show_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(files), unit="file", file=sys.stderr, dynamic_ncols=True)
+    for f in files:
+        t0 = time.perf_counter()
+        if bar:
+            bar.set_description(f.name[:40])
+            bar.set_postfix_str("")
+        progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
+        action, why = existing_policy(f, folders[f], f in full, formats, unredacted_report, existing)
+        if action == "skip":
+            good, msg = True, f"skipped: {why}"
+            skipped += 1
+        else:
+            good, msg = _redact_one(redactor, f, folders[f], inputs, refused.get(f) or why or None, progress, t0,
+                                    unredacted_report, f in full, formats)
+        ok += good
+        if not good:
+            failed.append(f)
+        if bar:
+            bar.write(msg)
+            bar.update(1)
+        else:
+            print(msg, file=sys.stderr if msg.startswith("error") else sys.stdout)
+    if bar:
+        bar.close()
+    if len(files) > 1 or failed:
+        print(f"{len(files)} file(s): {ok - skipped} redacted, " + (f"{skipped} skipped, " if skipped else "")
+              + f"{len(failed)} failed"
+              + (" (" + ", ".join(map(str, failed)) + ")" if failed else ""))
+    return 1 if failed else 0
+
+
+def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refused: str | None,
+                progress, t0: float, unredacted_report: bool = False, full_name: bool = False,
+                formats: tuple[str, ...] = ("json",)) -> tuple[bool, str]:
+    """Redact one file of a batch: (success, the line to print). Never raises."""
+    from deid_speech.pipeline import redact_file, remove_stale_outputs
+
+    if refused is not None:  # its outputs belong to another input: touch nothing
+        return False, f"error: {refused}"
+    try:
+        audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress,
+                                           unredacted_report=unredacted_report, full_name=full_name,
+                                           formats=formats)
+    except Exception as e:  # never a traceback, never a half-written or stale output
+        problem = remove_stale_outputs(f, out_dir, inputs, full_name)
+        msg = f"error: {e}" if isinstance(e, DeidError) else f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
+        return False, msg + (f"; {problem}" if problem else "")
+    msg = f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s -> {audio_out}"
+    if result.uncovered:
+        secs = sum(b - a for a, b in result.uncovered)
+        what = "was beeped" if redactor.config.uncovered == "beep" else "was not checked for PII"
+        msg += (f"\nwarning: {f}: {secs:.1f}s of speech-like audio has no transcribed words and "
+                f"{what} (see uncovered_speech in the JSON)")
+    return True, msg
+
+
+def cmd_tts(args: argparse.Namespace) -> int:
+    from deid_speech.tts import cli as tts_cli
+
+    return tts_cli.run(args)
+
+
+def cmd_make_dataset(args: argparse.Namespace) -> int:
+    import json
+
+    from deid_speech.make_dataset import DatasetConfig, make_dataset
+
+    cfg = DatasetConfig.load(args.config)
+    summary = make_dataset(cfg, args.config.read_text(encoding="utf-8"),
+                           progress={"auto": None, "on": True, "off": False}[args.progress])
+    failed = {k: v["failed"] for k, v in summary["tts"].items() if v["failed"]}
+    short = [k for k, v in summary["augment"].items() if not v["complete"]]
+    print(json.dumps({"out_dir": str(cfg.out_dir), "sentences": summary["sentences"],
+                      "manifests": {k: {"n": v["n"], "audio_s": v["audio_s"]} for k, v in summary["tts"].items()},
+                      "failed": failed, "incomplete_augment": short}, indent=2))
+    if failed or short:
+        print("deid-speech: warning: " + "; ".join(
+            [f"{sum(map(len, failed.values()))} record(s) not voiced (rerun retries them)"] * bool(failed)
+            + [f"augmentation arm(s) {', '.join(short)} fell short of n"] * bool(short)), file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from deid_speech.eval import cli as eval_cli
+
+    return eval_cli.run(args)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    return _module(TRAIN_TARGETS[args.target]).run(args)
+
+
+COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset,
+            "eval": cmd_eval, "train": cmd_train,
+            "experiment": lambda args: _module("deid_speech.experiment").run(args)}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so every cleanup runs as for Ctrl-C."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return COMMANDS[args.command](args)
+    except DeidError as e:
+        print(f"deid-speech: error: {e}", file=sys.stderr)
+        return 1
+    except Terminated:
+        print("deid-speech: terminated; no partial output was left", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print("deid-speech: interrupted; no partial output was left", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

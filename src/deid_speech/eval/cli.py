@@ -1,0 +1,121 @@
+"""``deid-speech eval``: score systems (or saved redact outputs) on a voiced manifest.
+
+    deid-speech eval --manifest DIR/test/manifest.jsonl --system cascade,presidio,spacy --out-dir OUT
+    deid-speech eval --manifest ... --predictions DIR_OF_REDACT_JSONS --out-dir OUT
+
+Writes OUT/results.json, results.md, results.csv and results.png (see :mod:`deid_speech.eval.report`).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+from deid_speech.redact import MERGE_GAP, PAD_AFTER, PAD_BEFORE
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from deid_speech.eval.run import SYSTEMS
+
+    p = subparsers.add_parser(
+        "eval", help="timestamp-overlap P/R/F1, leak and privacy metrics on a voiced manifest",
+        description="Scores systems run here (one shared Whisper transcript per file) or saved "
+                    "`deid-speech redact` outputs (--predictions) against a manifest's entity times.")
+    p.add_argument("--manifest", type=Path, required=True, help="manifest.jsonl from `deid-speech tts`")
+    p.add_argument("--system", default="cascade",
+                   help=f"comma-separated: {', '.join(SYSTEMS)} (default: cascade)")
+    p.add_argument("--predictions", type=Path, default=None,
+                   help="folder of X.redacted.json files to score instead of running a system")
+    p.add_argument("--asr-model", default="tiny.en")
+    p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE",
+                   help="keep Whisper transcripts in FILE (JSONL, keyed by audio, model and options) "
+                        "and reuse them: scoring several NER models on one manifest decodes it once")
+    p.add_argument("--ner-model", default="default",
+                   help="the cascade's trained NER: default (the shipped NER model), a folder, or none")
+    p.add_argument("--model", default=None, metavar="DIR",
+                   help="the end-to-end model folder for system 'e2e' (`deid-speech train e2e`; "
+                        "default: the shipped one, if any)")
+    p.add_argument("--device", default="cpu",
+                   help="where system e2e runs: cpu (its CTranslate2 int8 copy) or cuda (the model "
+                        "itself on the GPU); the cascade's ASR runs on the CPU (default %(default)s)")
+    p.add_argument("--aligner", choices=("pocketsphinx", "vosk", "whisper"), default="pocketsphinx",
+                   help="times entities that lack them in the manifest")
+    p.add_argument("--pad-before", type=float, default=PAD_BEFORE,
+                   help="seconds redacted before each span (%(default)s, as redact)")
+    p.add_argument("--pad-after", type=float, default=PAD_AFTER, help="seconds redacted after each span (%(default)s)")
+    p.add_argument("--padding", type=float, default=None, help="set --pad-before and --pad-after together")
+    p.add_argument("--merge-gap", type=float, default=MERGE_GAP,
+                   help="redactions closer than this are joined (%(default)s, as redact)")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N records")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from deid_speech.eval.report import write_results
+    from deid_speech.eval.run import SYSTEMS, evaluate, load_manifest, predictions_from_dir, system_predictions
+
+    systems = [s.strip() for s in args.system.split(",") if s.strip()]
+    bad = [s for s in systems if s not in SYSTEMS]
+    if bad or not systems:
+        raise DeidError(f"unknown system(s) {', '.join(bad) or '(none)'}; choose from {', '.join(SYSTEMS)}")
+    if args.limit is not None and args.limit < 1:
+        raise DeidError("--limit must be at least 1")
+    from deid_speech.redact import Operator, RedactOptions
+
+    pads = (args.padding, args.padding) if args.padding is not None else (args.pad_before, args.pad_after)
+    options = RedactOptions(Operator(pad_before=pads[0], pad_after=pads[1]), merge_gap=args.merge_gap)
+    from deid_speech.types import E2E_SYSTEMS
+
+    uses_e2e = any(s in E2E_SYSTEMS or s == "cascade+verify" for s in systems)
+    if args.model is not None and not uses_e2e:
+        raise DeidError("--model is the end-to-end model: use it with --system e2e")
+    if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
+        raise DeidError(f"--device must be cpu or cuda, got {args.device!r}")
+    if args.device != "cpu" and not uses_e2e:
+        raise DeidError("--device is where the e2e model runs: use it with --system e2e")
+    e2e = None
+    if uses_e2e and args.predictions is None:  # load (and validate) the model before the manifest
+        from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
+
+        if args.device != "cpu":
+            from deid_speech.asr.finetune import torch_device
+
+            torch_device(args.device)  # no GPU: a one-line error, not a torch traceback
+        e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device))
+    items = load_manifest(args.manifest, args.aligner, args.limit)
+    if not items:
+        raise DeidError(f"{args.manifest}: no records")
+    asr = None
+    if args.predictions is not None:
+        preds = predictions_from_dir(args.predictions, items)
+    else:
+        if args.asr_cache is not None and not all(s in E2E_SYSTEMS for s in systems):
+            from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
+
+            asr = CachedTranscriber(AsrOptions(model=args.asr_model), args.asr_cache)
+        preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
+                                   ner_model=args.ner_model, e2e_model=args.model, e2e=e2e)
+    show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
+        results = evaluate(items, preds, progress=lambda k: bar.update(1))
+    results["manifest"] = str(args.manifest)
+    results["asr_model"] = "(saved outputs)" if args.predictions else args.asr_model
+    results["ner_model"] = args.ner_model
+    if asr is not None:
+        results["asr_cache"] = {"path": str(args.asr_cache), "hits": asr.hits, "decoded": asr.misses}
+    if e2e is not None:
+        results["e2e_model"] = str(e2e.options.model)
+        results["e2e_device"] = args.device
+    results["command"] = "deid-speech " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["eval"] else sys.argv[1:])
+    paths = write_results(results, args.out_dir)
+    for name, s in results["systems"].items():
+        o = s["timestamp_overlap"]["overall"]
+        print(f"{name}: P {o['precision']:.3f} R {o['recall']:.3f} F1 {o['f1']:.3f} "
+              f"(leaked time {s['audio_leak']['leaked_duration']:.3f})")
+    print("wrote " + ", ".join(map(str, paths)))
+    return 0

@@ -1,0 +1,264 @@
+"""Score systems on a voiced manifest: the paper's timestamp-overlap P/R/F1, audio leak
+metrics, text metrics on the transcript (PRvL span scores, SPriV), WER and residual risk.
+
+Reference entities carry times in the manifest (``deid-speech tts`` writes them); a
+record without times gets them from an aligner (pocketsphinx by default) over its text.
+Every system goes through the same Whisper transcript: the ASR runs once per file and
+each detector set (``cascade``, ``presidio``, ``spacy``) reads that transcript, so the
+comparison isolates detection. Saved ``redact`` outputs are scored the same way
+(:func:`predictions_from_dir`).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+from deid_speech.eval.leak import LeakCounts
+from deid_speech.eval.overlap import OverlapScore
+from deid_speech.eval.text import SPrivCounts, TextSpanScore, residual_risk, risk_summary, spriv, wer
+from deid_speech.redact import RedactOptions, redaction_regions
+from deid_speech.types import E2E_SYSTEMS, EntitySpan, Span, Transcript, Word
+
+SYSTEMS = ("cascade", "cascade+verify", "presidio", "spacy", *E2E_SYSTEMS)
+
+
+@dataclass
+class Item:
+    """One manifest record: audio, reference text, entities with times, reference words."""
+
+    id: str
+    audio: Path
+    text: str
+    entities: list[Span]
+    entity_chars: list[EntitySpan]
+    words: list[Word] = field(default_factory=list)
+
+
+@dataclass
+class Prediction:
+    spans: list[Span]
+    transcript: Transcript
+    redacted_transcript: str
+    options: RedactOptions = field(default_factory=RedactOptions)  # its padding and merge gap, as applied
+    blanked: list[tuple[float, float]] = field(default_factory=list)  # beeped too: speech no word covered
+
+
+def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | None = None) -> list[Item]:
+    """Items of a manifest; entities lacking times are timed by aligning the text."""
+    from deid_speech.audio import load
+    from deid_speech.augment.seed import load_split
+
+    path = Path(path)
+    if not path.is_file():
+        raise DeidError(f"{path}: no such manifest")
+    rows = load_split(path)[:limit]
+    aligner = None
+    items = []
+    for i, r in enumerate(rows, 1):
+        try:
+            audio, text, ents = path.parent / r["audio"], r["text"], r.get("entities", [])
+            chars = [EntitySpan(int(e["char_start"]), int(e["char_end"]), e["label"]) for e in ents]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DeidError(f"{path}: record {i} lacks {exc} (needs audio, text, entities)") from None
+        words = [Word(w["text"], float(w["start"]), float(w["end"]), int(w.get("char_start", 0)),
+                      int(w.get("char_end", 0))) for w in r.get("words", []) if "start" in w]
+        if all("start" in e and "end" in e for e in ents):
+            spans = [Span(float(e["start"]), float(e["end"]), e["label"]) for e in ents]
+        else:
+            if aligner is None:
+                from deid_speech.align.base import get_aligner
+
+                aligner = get_aligner(aligner_name)
+            tr = aligner.align(load(audio).mono16k(), text)
+            words = list(tr.words)
+            spans = []
+            for c in chars:
+                t = tr.char_span_to_time(c.char_start, c.char_end)
+                if t is None:
+                    raise DeidError(f"{path}: record {i}: entity {c} is not on any word of the text")
+                spans.append(Span(t[0], t[1], c.label))
+        items.append(Item(str(r.get("id", audio.stem)), audio, text, spans, chars, words))
+    return items
+
+
+def _chars_at(transcript: Transcript, span: Span, label: str) -> EntitySpan | None:
+    """The transcript characters whose words overlap ``span`` in time."""
+    ws = [w for w in transcript.words if w.start < span.end and span.start < w.end]
+    return EntitySpan(ws[0].char_start, ws[-1].char_end, label) if ws else None
+
+
+@dataclass
+class SystemScore:
+    """Everything measured for one system over the corpus."""
+
+    agnostic: OverlapScore = field(default_factory=OverlapScore)
+    exact: OverlapScore = field(default_factory=OverlapScore)
+    leak: LeakCounts = field(default_factory=LeakCounts)
+    text: TextSpanScore = field(default_factory=TextSpanScore)
+    spriv: SPrivCounts = field(default_factory=SPrivCounts)
+    refs: list[str] = field(default_factory=list)
+    hyps: list[str] = field(default_factory=list)
+    risks: list[int] = field(default_factory=list)
+    per_file: list[dict] = field(default_factory=list)
+
+    def add(self, item: Item, pred: Prediction, duration: float) -> None:
+        self.agnostic.add(item.entities, pred.spans)
+        self.exact.add(item.entities, pred.spans, label_exact=True)
+        regions = [(a, min(duration, b)) for a, b, _ in redaction_regions(pred.spans, pred.options)] \
+            + list(pred.blanked)
+        speech = [(w.start, w.end) for w in (item.words or pred.transcript.words)]
+        file_leak = self.leak.add(item.entities, regions, speech)
+        tr = pred.transcript
+        truth = [c for c in (_chars_at(tr, s, s.label) for s in item.entities) if c]
+        found = [c for c in (_chars_at(tr, s, s.label) for s in pred.spans) if c]
+        self.text.add(truth, found)
+        self.spriv += spriv(tr.text, truth, pred.redacted_transcript)
+        self.refs.append(item.text)
+        self.hyps.append(tr.text)
+        risk = residual_risk(file_leak.fractions)
+        self.risks.append(risk)
+        self.per_file.append({"id": item.id, "n_true": len(item.entities), "n_pred": len(pred.spans),
+                              "leaked_s": round(file_leak.leaked_s, 3), "residual_risk": risk})
+
+    def as_dict(self) -> dict:
+        return {"timestamp_overlap": self.agnostic.as_dict(), "timestamp_overlap_label_exact": self.exact.as_dict(),
+                "audio_leak": self.leak.as_dict(), "text_spans": self.text.as_dict(),
+                "spriv": self.spriv.as_dict(), "wer": round(wer(self.refs, self.hyps), 4),
+                "residual_risk": risk_summary(self.risks).as_dict()}
+
+
+def _detectors(system: str) -> tuple[list, float]:
+    """(detectors, min_score) of a transcript-reading system (``e2e`` reads no shared
+    transcript: :func:`system_predictions` gives it its own Redactor)."""
+    if system == "cascade":
+        return None, 0.5  # the Redactor's own cascade and threshold
+    if system == "presidio":
+        from deid_speech.ner.presidio import PresidioDetector
+
+        return [PresidioDetector()], 0.0  # presidio applies its own score threshold
+    if system == "spacy":
+        from deid_speech.ner.spacy_plain import PlainSpacyDetector
+
+        return [PlainSpacyDetector()], 0.0
+    raise DeidError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
+
+
+def system_predictions(systems: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
+                       options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
+                       e2e=None) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+    """Transcribe each item once, run every system's detectors on the transcript
+    (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
+    ``e2e+patterns`` are their own ASR: one end-to-end model (``e2e_model``, default the
+    shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
+    ``e2e+patterns`` also runs the pattern detectors over."""
+    from deid_speech.audio import load
+    from deid_speech.pipeline import RedactConfig, Redactor
+    from deid_speech.redact import redact_text
+
+    redactors = {}
+    verifying = None  # cascade+verify: the cascade's spans, then the e2e model's second opinion
+    for s in systems:  # one ASR model, shared by the transcript-reading systems; one e2e tagger
+        if s == "cascade+verify":
+            verifying = Redactor(RedactConfig(asr_model=asr_model, ner_model=ner_model, e2e_model=e2e_model,
+                                              redact=options, verify=True), asr=asr, verifier=e2e)
+            asr, e2e = verifying.asr, verifying.verifier
+            continue
+        if s in E2E_SYSTEMS:
+            redactors[s] = Redactor(RedactConfig(system=s, e2e_model=e2e_model,
+                                                 redact=options), asr=e2e)
+            e2e = redactors[s].asr
+            continue
+        dets, min_score = _detectors(s)
+        cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=options,
+                           ner_model=ner_model if s == "cascade" else None)
+        redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
+        asr = redactors[s].asr
+    shared = next((r for s, r in redactors.items() if s not in E2E_SYSTEMS), verifying)
+    tagger = e2e if any(s in E2E_SYSTEMS for s in redactors) else None  # a tagger handed in but unused: idle
+    for item in items:
+        try:
+            audio = load(item.audio)
+        except DeidError as exc:
+            raise DeidError(f"{item.id}: {exc}") from None
+        mono = audio.mono16k()
+        tr = shared.asr.transcribe(mono) if shared is not None else None
+        tagged = tagger.transcribe(mono) if tagger is not None else None
+        out = {}
+        for name, r in redactors.items():
+            t = tagged if name in E2E_SYSTEMS else tr
+            spans = r.detect(t)
+            out[name] = Prediction(spans, t, redact_text(t, spans), options)
+        if verifying is not None:
+            first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
+            spans = sorted(first + verifying.verify(mono, first))
+            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options)
+        yield item, audio.duration, out
+
+
+def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+    """Saved ``redact`` outputs (``<stem>.redacted.json``, and ``<stem>.pii.json`` where
+    written), matched to items by audio stem. Times need only the redacted report; the text
+    metrics (WER, SPriV) read the clear transcript from the ``.pii.json``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DeidError(f"{folder}: no such folder of redact outputs")
+    found = {p.name[: -len(".redacted.json")]: p for p in folder.rglob("*.redacted.json")}
+    missing = [it.id for it in items if it.audio.stem not in found]
+    if missing:
+        raise DeidError(f"{folder}: no redact output for {len(missing)} manifest record(s), e.g. "
+                        f"{missing[0]}.redacted.json; score a manifest subset or redact them first")
+    for item in items:
+        path = found[item.audio.stem]
+        d = json.loads(path.read_text(encoding="utf-8"))
+        pii = path.with_name(path.name[: -len(".redacted.json")] + ".pii.json")
+        if pii.is_file():  # the clear report (--unredacted-report): text metrics on the real transcript
+            clear = json.loads(pii.read_text(encoding="utf-8"))
+            tr = Transcript.from_dict({"text": clear["transcript"], "words": clear["words"]})
+            d["spans"] = clear["spans"]
+        else:  # the shared report only: the redacted words stand in for the transcript
+            tr = Transcript.from_words((w["text"], w["start"], w["end"]) for w in d.get("words", []))
+        blanked = [(float(a), float(b)) for a, b in d.get("uncovered_speech", [])] \
+            if d.get("uncovered_action") == "beep" else []
+        pred = Prediction([Span.from_dict(s) for s in d["spans"]], tr, d.get("redacted_transcript", ""),
+                          _saved_options(d, path), blanked)
+        yield item, float(d.get("duration", 0.0)), {str(d.get("system", "saved")): pred}
+
+
+def _saved_options(d: dict, path: Path) -> RedactOptions:
+    """The padding and merge gap a saved report was redacted with (schema 3: its
+    operators; earlier: one symmetric padding). Text operators do not matter here."""
+    ops = d.get("operators")
+    if ops is None:
+        return RedactOptions.uniform(pad=float(d.get("padding", 0.0)), merge_gap=0.0)
+    try:
+        def times(table: dict) -> dict:
+            return {k: v for k, v in table.items() if k in ("audio", "pad_before", "pad_after")}
+
+        return RedactOptions.from_settings({"default": times(ops["default"]), "merge_gap": ops["merge_gap"],
+                                            "labels": {k: times(v) for k, v in ops.get("labels", {}).items()}})
+    except (KeyError, TypeError, AttributeError, DeidError) as e:
+        raise DeidError(f"{path}: unreadable operators in the report ({e})") from None
+
+
+def evaluate(items: list[Item], predictions: Iterator[tuple[Item, float, dict[str, Prediction]]],
+             progress: Callable[[int], None] | None = None) -> dict:
+    """Accumulate every system's scores over ``predictions``; return the results dict."""
+    scores: dict[str, SystemScore] = defaultdict(SystemScore)
+    t0 = time.perf_counter()
+    audio_s = 0.0
+    for k, (item, duration, preds) in enumerate(predictions, 1):
+        audio_s += duration
+        for name, pred in preds.items():
+            scores[name].add(item, pred, duration)
+        if progress:
+            progress(k)
+    return {"n_files": len(items), "audio_s": round(audio_s, 2), "wall_s": round(time.perf_counter() - t0, 1),
+            "n_entities": sum(len(i.entities) for i in items),
+            "systems": {name: s.as_dict() for name, s in scores.items()},
+            "per_file": {name: s.per_file for name, s in scores.items()}}
+

@@ -1,0 +1,365 @@
+"""``deid-speech experiment --config FILE``: the paper's experiment matrix (Tables 2 and 3).
+
+One fixed dev/test split voiced with held-out voices (plus a telephone-channel copy of
+test); training arms Baseline (seed only) and Baseline + one augmentation arm each
+(Similar/Diverse x temperature, equal size); per arm and seed a cascade NER
+(``deid-speech train ner``) and an end-to-end model (``deid-speech train e2e``); every
+model scored by ``deid-speech eval`` on the same test sets. The config is TOML (see
+``configs/experiments/small.toml``)::
+
+    out_dir = "../../out/experiments/small"   # relative to the config file
+    seeds = [0]                                # training seeds; mean and spread when several
+    systems = ["cascade", "e2e"]               # which models to train and score
+    asr_model = "tiny.en"                      # the cascade's ASR
+    device = "cpu"                             # where the e2e model trains and is scored (cuda)
+
+    [data]                                     # as in make-dataset (no [[augment]] here)
+    seed = 0
+    limit = { train = 160, dev = 40, test = 75 }
+
+    [tts]                                      # as in make-dataset
+    voices = "default"
+    train_augment = "light"
+    telephone_test = true
+    workers = 2
+
+    [[arm]]                                    # Baseline is always built; these add to it
+    strategy = "similar"
+    temperature = 0.3
+    n = 80
+    backend = "template"                       # or ollama / llamacpp with model = ...
+
+    [train]                                    # extra command-line options per trainer
+    ner = ["--max-epochs", "10"]
+    e2e = ["--max-steps", "300"]
+
+Every step records its result and is skipped on a rerun, so an interrupted experiment
+resumes where it stopped. Output: ``OUT/results.json``, ``OUT/results.md`` (the paper's
+table form: P/R/F1 per arm for pipeline and E2E, on test and test_telephone, then per
+label), ``OUT/results.png`` and each step's own folder.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deid_speech.audio import read_jsonl, write_text_atomic
+from deid_speech.errors import DeidError
+from deid_speech.make_dataset import Arm, DatasetConfig, read_toml
+from deid_speech.types import LABELS
+
+SYSTEMS = ("cascade", "e2e")
+TEST_SETS = ("test", "test_telephone")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    out_dir: Path
+    data: DatasetConfig  # no augmentation: the Baseline arm's data and the fixed dev/test
+    arms: tuple[Arm, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    systems: tuple[str, ...] = SYSTEMS
+    asr_model: str = "tiny.en"
+    device: str = "cpu"  # the e2e model's training and scoring device
+    train_args: dict = field(default_factory=dict)  # trainer name -> extra CLI options
+
+    @classmethod
+    def load(cls, path: Path) -> ExperimentConfig:
+        return cls.from_dict(read_toml(path), Path(path).resolve().parent)
+
+    @classmethod
+    def from_dict(cls, raw: dict, base: Path) -> ExperimentConfig:
+        known = {"out_dir", "seeds", "systems", "asr_model", "device", "data", "tts", "arm", "train"}
+        if unknown := set(raw) - known:
+            raise DeidError(f"unknown config key(s): {', '.join(sorted(unknown))}")
+        if "out_dir" not in raw:
+            raise DeidError("the config needs out_dir")
+        out = (base / raw["out_dir"]).resolve()
+        data = dict(raw.get("data", {}))
+        if "augment" in data or "out_dir" in data:
+            raise DeidError("[data] takes no augment or out_dir: arms are [[arm]] tables")
+        data_cfg = DatasetConfig.from_dict({**data, "out_dir": str(out / "data"), "tts": raw.get("tts", {})}, base)
+        try:
+            arms = tuple(Arm(**a) for a in raw.get("arm", []))
+        except TypeError as exc:
+            raise DeidError(f"bad [[arm]]: {exc}") from None
+        if len({a.name for a in arms}) != len(arms):
+            raise DeidError("two [[arm]] tables have the same strategy and temperature")
+        if len({a.n for a in arms}) > 1:
+            raise DeidError("every [[arm]] must add the same number of sentences (n), as in the paper")
+        systems = tuple(raw.get("systems", SYSTEMS))
+        if bad := [s for s in systems if s not in SYSTEMS] or not systems:
+            raise DeidError(f"systems: choose from {', '.join(SYSTEMS)} (got {bad or 'none'})")
+        seeds = tuple(int(s) for s in raw.get("seeds", [0]))
+        device = str(raw.get("device", "cpu"))
+        if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+            raise DeidError(f"device: cpu or cuda (got {device!r})")
+        train = raw.get("train", {})
+        if set(train) - {"ner", "e2e"} or not all(isinstance(v, list) for v in train.values()):
+            raise DeidError("[train] takes ner = [...] and e2e = [...] (extra command-line options)")
+        return cls(out, data_cfg, arms, seeds or (0,), systems, str(raw.get("asr_model", "tiny.en")), device,
+                   {k: [str(x) for x in v] for k, v in train.items()})
+
+    def arm_names(self) -> list[str]:
+        return ["baseline"] + [f"baseline+{a.name}" for a in self.arms]
+
+
+class Steps:
+    """Runs named steps once: each success is recorded in OUT/steps.json."""
+
+    def __init__(self, out: Path, log=print):
+        self.path = out / "steps.json"
+        self.done: dict = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.log = log
+
+    def run(self, name: str, fn) -> dict:
+        if name in self.done:
+            self.log(f"[skip] {name}: done earlier")
+            return self.done[name]
+        self.log(f"[run ] {name}")
+        t0 = time.perf_counter()
+        result = fn() or {}
+        result["wall_s"] = round(time.perf_counter() - t0, 1)
+        self.done[name] = result
+        write_text_atomic(self.path, json.dumps(self.done, indent=2) + "\n")
+        self.log(f"[done] {name} in {result['wall_s']:.0f}s")
+        return result
+
+
+def _cli(argv: list[str]) -> None:
+    """Run one deid-speech sub-command in this process; a failure stops the experiment."""
+    from deid_speech.cli import main
+
+    code = main(argv)
+    if code != 0:
+        raise DeidError(f"step failed (exit {code}): deid-speech {' '.join(argv)}")
+
+
+def _combine(manifests: list[Path], out: Path) -> int:
+    """One manifest of several, audio paths made absolute (manifests resolve them relative
+    to their own folder)."""
+    rows = []
+    for m in manifests:
+        for r in read_jsonl(m):
+            rows.append({**r, "audio": str((m.parent / r["audio"]).resolve())})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return len(rows)
+
+
+def build_data(cfg: ExperimentConfig, steps: Steps, progress: bool | None = None) -> dict[str, Path]:
+    """The Baseline data (seed train, dev, test, test_telephone) and one train manifest per arm."""
+    from deid_speech.augment.llm import make_backend
+    from deid_speech.augment.run import AugmentOptions, augment
+    from deid_speech.augment.seed import load_split
+    from deid_speech.make_dataset import make_dataset, voice_pools
+    from deid_speech.tts.dataset import voice_manifest
+
+    data = cfg.data.out_dir
+    steps.run("data", lambda: {"summary": _short(make_dataset(cfg.data, progress=progress))})
+    trains = {"baseline": data / "train" / "manifest.jsonl"}
+    seed_train = cfg.data.seed_dir / "train.jsonl"
+    pool = [r["tagged"] for r in load_split(seed_train)]
+    for k, arm in enumerate(cfg.arms):
+        name = f"baseline+{arm.name}"
+        arm_dir = cfg.out_dir / "arms" / arm.name
+        # each arm its own sampling stream, so arms are independent draws even when a
+        # backend ignores strategy and temperature (the template backend does)
+        opts = AugmentOptions(strategy=arm.strategy, temperature=arm.temperature, n=arm.n,
+                              seed=cfg.data.seed * 1000 + k + 1, per_request=arm.per_request,
+                              max_requests=arm.max_requests)
+
+        def run_arm(arm=arm, arm_dir=arm_dir, opts=opts) -> dict:
+            summary = augment(seed_train, arm_dir / "augmented.jsonl", opts,
+                              make_backend(arm.backend, arm.model, pool, arm.host))
+            if not summary["complete"]:
+                raise DeidError(f"arm {arm.name}: only {summary['accepted']} of {arm.n} sentences accepted")
+            held, pools = voice_pools(cfg.data.tts)
+            voiced = voice_manifest(arm_dir / "augmented.jsonl", arm_dir / "voiced", pools["train"],
+                                    augment=cfg.data.tts.train_augment, seed=cfg.data.seed,
+                                    workers=cfg.data.tts.workers, held_out=held, split="train",
+                                    progress=progress)
+            if voiced["failed"]:
+                raise DeidError(f"arm {arm.name}: {len(voiced['failed'])} sentence(s) not voiced; rerun")
+            n = _combine([data / "train" / "manifest.jsonl", arm_dir / "voiced" / "manifest.jsonl"],
+                         arm_dir / "train.jsonl")
+            return {"augment": {k: summary[k] for k in ("accepted", "requests", "backend", "model")
+                                if k in summary}, "train_records": n, "audio_s": voiced["audio_s"]}
+
+        steps.run(f"arm {arm.name}", run_arm)
+        trains[name] = arm_dir / "train.jsonl"
+    return trains
+
+
+def _short(summary: dict) -> dict:
+    return {"sentences": summary["sentences"],
+            "manifests": {k: {"n": v["n"], "audio_s": v["audio_s"]} for k, v in summary["tts"].items()}}
+
+
+def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progress: bool | None = None,
+                   log=print) -> dict:
+    out = cfg.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    if config_text is not None:
+        write_text_atomic(out / "experiment_config.toml", config_text)
+    steps = Steps(out, log)
+    trains = build_data(cfg, steps, progress)
+    dev = cfg.data.out_dir / "dev" / "manifest.jsonl"
+    tests = {t: cfg.data.out_dir / t / "manifest.jsonl" for t in TEST_SETS}
+    tests = {t: p for t, p in tests.items() if p.is_file()}
+    prog = ["--progress", "on" if progress else "off"]
+    # one Whisper transcript per audio file for every NER training and cascade evaluation
+    asr_cache = ["--asr-cache", str(out / "cache" / "asr-transcripts.jsonl")]
+    trainer_args = {"ner": ["--asr-model", cfg.asr_model, *asr_cache], "e2e": ["--device", cfg.device]}
+    rows = []
+    for arm, train in trains.items():
+        for seed in cfg.seeds:
+            run_dir = out / "runs" / arm.replace("+", "_") / f"seed{seed}"
+            for system in cfg.systems:
+                model = run_dir / ("ner" if system == "cascade" else "e2e")
+                target = "ner" if system == "cascade" else "e2e"
+
+                def train_model(t=target, m=model, train=train, seed=seed) -> dict:
+                    _cli(["train", t, "--train", str(train), "--dev", str(dev), "--out", str(m),
+                          "--seed", str(seed), *trainer_args[t], *cfg.train_args.get(t, [])])
+                    return _training_record(m)
+
+                steps.run(f"train {target} {arm} seed {seed}", train_model)
+                for test, manifest in tests.items():
+                    ev = run_dir / f"eval-{system}-{test}"
+                    flag = (["--ner-model", str(model), *asr_cache] if system == "cascade"
+                            else ["--model", str(model), "--device", cfg.device])
+                    argv = ["eval", "--manifest", str(manifest), "--system", system, *flag,
+                            "--asr-model", cfg.asr_model, "--out-dir", str(ev), *prog]
+                    steps.run(f"eval {system} {arm} seed {seed} {test}", lambda argv=argv: _cli(argv))
+                    res = json.loads((ev / "results.json").read_text())["systems"][system]
+                    rows.append({"arm": arm, "seed": seed, "system": system, "test": test,
+                                 "overall": res["timestamp_overlap"]["overall"],
+                                 "per_label": res["timestamp_overlap_label_exact"]["per_label"]})
+                    write_report(cfg, trains, tests, rows, steps, complete=False)  # a stopped run still has its table
+    return write_report(cfg, trains, tests, rows, steps, complete=True)
+
+
+def write_report(cfg: ExperimentConfig, trains: dict, tests: dict, rows: list[dict], steps: Steps,
+                 complete: bool) -> dict:
+    out = cfg.out_dir
+    results = {"config": str(out / "experiment_config.toml"), "complete": complete, "arms": list(trains),
+               "seeds": list(cfg.seeds), "systems": list(cfg.systems), "tests": list(tests), "rows": rows,
+               "table": summarise(rows), "steps": steps.done,
+               "wall_s": round(sum(v.get("wall_s", 0) for v in steps.done.values()), 1)}
+    write_text_atomic(out / "results.json", json.dumps(results, indent=2) + "\n")
+    write_text_atomic(out / "results.md", markdown(results))
+    plot(results, out / "results.png")
+    return results
+
+
+def _training_record(model_dir: Path) -> dict:
+    p = model_dir / "training.json"
+    if not p.is_file():
+        return {}
+    t = json.loads(p.read_text())
+    return {k: t[k] for k in ("wall_s", "train_wall_s", "best_score", "best_dev_score", "best_step", "steps")
+            if k in t}
+
+
+def _mean_sd(xs: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    """Mean (and spread over seeds) of P/R/F1 per system, test set and arm."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["system"], r["test"], r["arm"]), []).append(r)
+    table = []
+    for (system, test, arm), rs in groups.items():
+        entry = {"system": system, "test": test, "arm": arm, "n_seeds": len(rs)}
+        for m in ("precision", "recall", "f1"):
+            mean, sd = _mean_sd([r["overall"][m] for r in rs])
+            entry[m], entry[m + "_sd"] = round(mean, 4), (round(sd, 4) if sd is not None else None)
+        entry["per_label_f1"] = {lab: round(statistics.fmean([r["per_label"].get(lab, {}).get("f1", 0.0)
+                                                             for r in rs]), 4) for lab in LABELS}
+        table.append(entry)
+    return table
+
+
+def _cell(e: dict, m: str) -> str:
+    s = f"{100 * e[m]:.1f}"
+    return s + (f" ± {100 * e[m + '_sd']:.1f}" if e.get(m + "_sd") is not None else "")
+
+
+def markdown(results: dict) -> str:
+    name = {"cascade": "Pipeline (cascade: Whisper + patterns + spaCy + trained NER)",
+            "e2e": "End-to-end (Whisper writing entity tags)"}
+    out = ["# Experiment: augmentation arms x systems", ""]
+    if not results.get("complete", True):
+        out += ["**Incomplete: the run stopped before every step was done; the tables show the "
+                "finished cells only.**", ""]
+    out += [f"Seeds {results['seeds']}; timestamp-overlap precision/recall/F1 (label-agnostic, the "
+            "paper's metric), in %; mean ± std over seeds where there are several.", ""]
+    for system in results["systems"]:
+        for test in results["tests"]:
+            out += [f"## {name[system]}: {test}", "", "| training data | P | R | F1 |", "|---|---:|---:|---:|"]
+            for e in results["table"]:
+                if e["system"] == system and e["test"] == test:
+                    out.append(f"| {e['arm']} | {_cell(e, 'precision')} | {_cell(e, 'recall')} | "
+                               f"**{_cell(e, 'f1')}** |")
+            out.append("")
+    out += ["## Per label (label-exact F1 %, mean over seeds)", "",
+            "| system | test | training data | " + " | ".join(LABELS) + " |",
+            "|---|---|---|" + "---:|" * len(LABELS)]
+    for e in results["table"]:
+        out.append(f"| {e['system']} | {e['test']} | {e['arm']} | "
+                   + " | ".join(f"{100 * e['per_label_f1'][lab]:.0f}" for lab in LABELS) + " |")
+    out += ["", f"Total wall time of the steps: {results['wall_s'] / 60:.1f} min."]
+    return "\n".join(out) + "\n"
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    panels = [(s, t) for s in results["systems"] for t in results["tests"]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (system, test) in zip(axes[0], panels):
+        es = [e for e in results["table"] if e["system"] == system and e["test"] == test]
+        x = np.arange(len(es))
+        for k, (m, colour) in enumerate((("precision", "#4c72b0"), ("recall", "#dd8452"), ("f1", "#55a868"))):
+            ax.bar(x + (k - 1) * 0.27, [e[m] for e in es], 0.27, label=m, color=colour,
+                   yerr=[e[m + "_sd"] or 0 for e in es])
+        ax.set_xticks(x, [e["arm"].replace("baseline+", "+") for e in es], rotation=20, fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{system} on {test}", fontsize=10)
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("experiment", help="the paper's matrix: augmentation arms x (cascade, e2e)",
+                              description="Builds the arms, trains the cascade NER and the end-to-end "
+                                          "model on each, scores all on one held-out-voice test split "
+                                          "(and its telephone copy); resumable. See "
+                                          "configs/experiments/small.toml.")
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+
+
+def run(args) -> int:
+    cfg = ExperimentConfig.load(args.config)
+    progress = {"auto": sys.stderr.isatty(), "on": True, "off": False}[args.progress]
+    results = run_experiment(cfg, args.config.read_text(encoding="utf-8"), progress=progress)
+    print(markdown(results))
+    print(f"written: {cfg.out_dir / 'results.md'}, results.json, results.png")
+    return 0
+

@@ -1,0 +1,224 @@
+"""``deid-speech make-dataset --config FILE``: seed -> augment -> tts into train/dev/test manifests.
+
+The config is TOML (see ``configs/datasets/small.toml``)::
+
+    out_dir = "out/datasets/small"   # relative paths are relative to the config file
+    seed = 0
+    seed_dir = "my/seed"             # optional: train.jsonl, dev.jsonl, test.jsonl (default: the shipped seed corpus)
+    fresh_values = true              # refill every seed sentence's tags with new values
+    limit = { train = 100, dev = 40, test = 40 }   # optional: N seed records per split, a seeded sample
+
+    [[augment]]                      # zero or more arms; their sentences join train only
+    strategy = "similar"             # similar | diverse
+    temperature = 0.3
+    n = 50
+    backend = "template"             # template | llamacpp | ollama  (+ model, host, max_requests)
+
+    [tts]
+    voices = "default"               # or one list: train uses its non-held-out voices, dev/test the rest
+    held_out = ["flite:awb", ...]    # default: the catalogue's held-out voices
+    train_augment = "light"          # channel policy for train; dev/test use eval_augment
+    eval_augment = "none"
+    telephone_test = true            # also voice test through the telephone channel
+    workers = 2
+
+Output: ``OUT/text/{train,dev,test}.jsonl`` (tagged sentences), ``OUT/augment/<arm>.jsonl``,
+``OUT/{train,dev,test[,test_telephone]}/manifest.jsonl`` + FLAC, ``OUT/dataset_config.toml``
+(the config as given) and ``OUT/dataset.json`` (resolved settings and every stage's summary).
+Every stage resumes, so rerunning after an interruption finishes the job; a rerun with
+a different config into the same folder is refused.
+"""
+from __future__ import annotations
+
+import json
+import random
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from deid_speech.audio import write_text_atomic
+from deid_speech.errors import DeidError
+
+SPLITS = ("train", "dev", "test")
+
+
+def read_toml(path: Path) -> dict:
+    """A config file's TOML; a one-line DeidError when it is missing or not TOML."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DeidError(f"{path}: no such config file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DeidError(f"{path}: not valid TOML ({exc})") from None
+
+
+
+def _shipped_seed() -> Path:
+    from deid_speech import models
+
+    return models.path("seed")
+
+@dataclass(frozen=True)
+class Arm:
+    strategy: str = "similar"
+    temperature: float | None = None
+    n: int = 100
+    backend: str = "template"
+    model: str | None = None
+    host: str = "http://localhost:11434"
+    max_requests: int | None = None
+    per_request: int = 20
+
+    @property
+    def name(self) -> str:
+        from deid_speech.augment.run import AugmentOptions
+
+        return f"{self.strategy}{AugmentOptions(self.strategy, self.temperature).temp:g}"
+
+
+@dataclass(frozen=True)
+class TtsSettings:
+    voices: tuple[str, ...] | None = None  # None: the default catalogue
+    held_out: tuple[str, ...] | None = None
+    train_augment: str = "light"
+    eval_augment: str = "none"
+    telephone_test: bool = False
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    out_dir: Path
+    seed_dir: Path
+    seed: int = 0
+    fresh_values: bool = True
+    limit: dict = field(default_factory=dict)
+    augment: tuple[Arm, ...] = ()
+    tts: TtsSettings = TtsSettings()
+
+    @classmethod
+    def load(cls, path: Path) -> DatasetConfig:
+        return cls.from_dict(read_toml(path), Path(path).resolve().parent)
+
+    @classmethod
+    def from_dict(cls, raw: dict, base: Path) -> DatasetConfig:
+        known = {"out_dir", "seed_dir", "seed", "fresh_values", "limit", "augment", "tts"}
+        if unknown := set(raw) - known:
+            raise DeidError(f"unknown config key(s): {', '.join(sorted(unknown))}")
+        if "out_dir" not in raw:
+            raise DeidError("the config needs out_dir")
+        try:
+            arms = tuple(Arm(**a) for a in raw.get("augment", []))
+            t = dict(raw.get("tts", {}))
+            for k in ("voices", "held_out"):
+                if isinstance(t.get(k), list):
+                    t[k] = tuple(t[k])
+                elif t.get(k) == "default":
+                    t[k] = None
+            tts = TtsSettings(**t)
+        except TypeError as exc:  # an unknown key inside [[augment]] or [tts]
+            raise DeidError(f"bad config: {exc}") from None
+        limit = raw.get("limit", {})
+        if set(limit) - set(SPLITS) or not all(isinstance(v, int) and v > 0 for v in limit.values()):
+            raise DeidError("limit takes positive integers for train, dev, test")
+        if len({a.name for a in arms}) != len(arms):
+            raise DeidError("two [[augment]] arms have the same strategy and temperature")
+        return cls(out_dir=(base / raw["out_dir"]).resolve(),
+                   seed_dir=(base / raw["seed_dir"]).resolve() if "seed_dir" in raw else _shipped_seed(),
+                   seed=int(raw.get("seed", 0)), fresh_values=bool(raw.get("fresh_values", True)),
+                   limit=dict(limit), augment=arms, tts=tts)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["out_dir"], d["seed_dir"] = str(self.out_dir), str(self.seed_dir)
+        return json.loads(json.dumps(d))  # as it reads back from dataset.json
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def limit_rows(rows: list[dict], n: int | None, seed: str) -> list[dict]:
+    """``n`` rows drawn evenly at random (seeded), in file order. Not the first ``n``: the
+    seed files are grouped by label (the raw parts were written label by label), so the
+    head of a split can miss whole labels."""
+    if n is None or n >= len(rows):
+        return rows
+    keep = sorted(random.Random(f"limit-{seed}").sample(range(len(rows)), n))
+    return [rows[i] for i in keep]
+
+
+def split_texts(cfg: DatasetConfig) -> tuple[dict[str, list[dict]], dict]:
+    """The tagged sentences of each split (seed, optionally with fresh values; train plus
+    every augmentation arm), and the augmentation summaries."""
+    from deid_speech.augment.llm import make_backend
+    from deid_speech.augment.replace import fill_tags
+    from deid_speech.augment.run import AugmentOptions, augment
+    from deid_speech.augment.seed import load_split
+
+    texts: dict[str, list[dict]] = {}
+    for split in SPLITS:
+        path = cfg.seed_dir / f"{split}.jsonl"
+        if not path.is_file():
+            raise DeidError(f"{path}: seed split missing")
+        rows = limit_rows(load_split(path), cfg.limit.get(split), f"{cfg.seed}-{split}")
+        if cfg.fresh_values:
+            rng = random.Random(f"{cfg.seed}-{split}")
+            rows = [{"id": r["id"], "tagged": fill_tags(r["tagged"], rng)[0], "source": "seed"} for r in rows]
+        else:
+            rows = [{"id": r["id"], "tagged": r["tagged"], "source": "seed"} for r in rows]
+        texts[split] = rows
+    summaries = {}
+    seed_train = cfg.seed_dir / "train.jsonl"
+    pool = [r["tagged"] for r in load_split(seed_train)]
+    for arm in cfg.augment:
+        out = cfg.out_dir / "augment" / f"{arm.name}.jsonl"
+        opts = AugmentOptions(strategy=arm.strategy, temperature=arm.temperature, n=arm.n, seed=cfg.seed,
+                              per_request=arm.per_request, max_requests=arm.max_requests)
+        summaries[arm.name] = augment(seed_train, out, opts, make_backend(arm.backend, arm.model, pool, arm.host))
+        texts["train"] += [{"id": r["id"], "tagged": r["tagged"], "source": arm.name}
+                           for r in load_split(out)]
+    return texts, summaries
+
+
+def voice_pools(tts: TtsSettings) -> tuple[tuple[str, ...], dict[str, list[str] | None]]:
+    """(held-out voices, voices per split); a split's None means the catalogue's voices for it."""
+    from deid_speech.tts.voices import DEFAULT_HELD_OUT, split_voices
+
+    held = tts.held_out if tts.held_out is not None else DEFAULT_HELD_OUT
+    pools: dict[str, list[str] | None] = {"train": None, "dev": None, "test": None}
+    if tts.voices is not None:  # one list for all splits: train gets its non-held-out part
+        train, held_part = split_voices(tts.voices, held)
+        if not train or not held_part:
+            raise DeidError("tts.voices must contain both training voices and held-out voices "
+                            f"(held out: {', '.join(held)})")
+        pools = {"train": train, "dev": held_part, "test": held_part}
+    return tuple(held), pools
+
+
+def make_dataset(cfg: DatasetConfig, config_text: str | None = None, progress: bool | None = None) -> dict:
+    """Build the dataset ``cfg`` describes; return the summary also written to dataset.json."""
+    from deid_speech.tts.dataset import voice_manifest
+
+    held, pools = voice_pools(cfg.tts)
+    out = cfg.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / "dataset.json"
+    if record.exists() and json.loads(record.read_text(encoding="utf-8")).get("config") != cfg.to_dict():
+        raise DeidError(f"{out} was built from another config; use a new out_dir")
+    if config_text is not None:
+        write_text_atomic(out / "dataset_config.toml", config_text)
+    texts, aug = split_texts(cfg)
+    summary: dict = {"config": cfg.to_dict(), "augment": aug, "sentences": {k: len(v) for k, v in texts.items()},
+                     "tts": {}}
+    write_text_atomic(record, json.dumps(summary, indent=2) + "\n")
+    jobs = [(s, s, cfg.tts.train_augment if s == "train" else cfg.tts.eval_augment) for s in SPLITS]
+    if cfg.tts.telephone_test:
+        jobs.append(("test_telephone", "test", "telephone"))
+    for name, split, policy in jobs:
+        _write_jsonl(out / "text" / f"{split}.jsonl", texts[split])
+        summary["tts"][name] = voice_manifest(out / "text" / f"{split}.jsonl", out / name, pools[split],
+                                              augment=policy, seed=cfg.seed, workers=cfg.tts.workers,
+                                              held_out=held, split=split, progress=progress)
+        write_text_atomic(record, json.dumps(summary, indent=2) + "\n")
+    return summary

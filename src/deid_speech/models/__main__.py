@@ -1,0 +1,3 @@
+from deid_speech.models import main
+
+main()

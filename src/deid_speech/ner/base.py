@@ -1,0 +1,72 @@
+"""The detector protocol, a registry by name, and the one merge step.
+
+Every detector takes a :class:`Transcript` and returns :class:`Span` objects in seconds
+that record their ``source``. Character hits map to time through the words' offsets.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from deid_speech.types import Span, Transcript, Word
+
+
+class Detector(Protocol):
+    name: str
+
+    def detect(self, transcript: Transcript) -> list[Span]: ...
+
+
+REGISTRY: dict[str, Callable[[], Detector]] = {}
+
+
+def register(name: str):
+    def wrap(factory):
+        REGISTRY[name] = factory
+        return factory
+    return wrap
+
+
+def span_from_words(transcript: Transcript, words: list[Word], label: str, score: float,
+                    source: str) -> Span:
+    """A Span covering ``words`` (their union in time), text from the transcript."""
+    text = transcript.text[words[0].char_start: words[-1].char_end].strip(".,!?;:\"'")
+    return Span(min(w.start for w in words), max(w.end for w in words), label, score, source, text)
+
+
+def span_from_chars(transcript: Transcript, char_start: int, char_end: int, label: str,
+                    score: float, source: str) -> Span | None:
+    words = transcript.words_in(char_start, char_end)
+    if not words:
+        return None
+    return span_from_words(transcript, words, label, score, source)
+
+
+def merge_spans(spans: list[Span], gap: float = 0.0) -> list[Span]:
+    """Merge spans that overlap (touching is not overlap) into one per region.
+
+    The merged span keeps the label of its highest-scoring member, the max score, the
+    union of times, all sources joined with '+', and the texts of distinct members.
+    """
+    out: list[Span] = []
+    group: list[Span] = []
+
+    def close() -> None:
+        if not group:
+            return
+        best = max(group, key=lambda s: (s.score, s.duration))
+        sources = "+".join(sorted({p for s in group for p in s.source.split("+") if p}))
+        texts: list[str] = []
+        for s in sorted(group):
+            if s.text and not any(s.text in t for t in texts):
+                texts = [t for t in texts if t not in s.text] + [s.text]
+        out.append(Span(min(s.start for s in group), max(s.end for s in group), best.label,
+                        best.score, sources, " | ".join(texts)))
+        group.clear()
+
+    for s in sorted(spans):
+        if group and s.start >= max(g.end for g in group) + gap:
+            close()
+        group.append(s)
+    close()
+    return out

