@@ -45,7 +45,10 @@ def _formats(value: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from deid_speech import __version__
+
     p = argparse.ArgumentParser(prog="deid-speech", description="Offline speech de-identification.")
+    p.add_argument("--version", action="version", version=f"deid-speech {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("redact", help="beep out PII in call recordings; write a redacted transcript",
                        description="Writes X.redacted.<ext> and X.redacted.json next to each input "

@@ -19,8 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import jiwer
-
+from deid_speech.errors import DeidError
 from deid_speech.eval.overlap import OverlapCounts
 from deid_speech.redact import value_key
 from deid_speech.types import EntitySpan
@@ -224,6 +223,10 @@ def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
     full = [(r, h) for r, h in pairs if r]
     n_ref = sum(len(r.split()) for r, _ in full)
     if full:
+        try:
+            import jiwer
+        except ImportError:
+            raise DeidError("WER needs jiwer: pip install 'deid-speech[eval]'") from None
         o = jiwer.process_words([r for r, _ in full], [h for _, h in full])
         errors += o.substitutions + o.deletions + o.insertions
     if not n_ref:
