@@ -39,8 +39,7 @@ def test_bad_config_is_a_deid_error() -> None:
 
 @pytest.mark.model
 def test_readme_example_redacts_the_shipped_call(tmp_path) -> None:
-    from deid_speech import RedactConfig, Redactor, load_audio, save_audio
-    from deid_speech import models
+    from deid_speech import RedactConfig, Redactor, load_audio, models, save_audio
 
     audio = load_audio(models.path("example"))
     result = Redactor(RedactConfig()).redact(audio)

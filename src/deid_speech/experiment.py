@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deid_speech.audio import read_jsonl, write_text_atomic
+from deid_speech.audio import write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.make_dataset import Arm, DatasetConfig, read_toml
 from deid_speech.types import LABELS
@@ -142,12 +142,11 @@ def _cli(argv: list[str]) -> None:
 def _combine(manifests: list[Path], out: Path) -> int:
     """One manifest of several, audio paths made absolute (manifests resolve them relative
     to their own folder)."""
-    rows = []
-    for m in manifests:
-        for r in read_jsonl(m):
-            rows.append({**r, "audio": str((m.parent / r["audio"]).resolve())})
+    from deid_speech import manifest
+
+    rows = [r for m in manifests for r in manifest.read(m, need=("text", "audio"), check_audio=False, line_ids=False)]
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    manifest.write(out, rows)
     return len(rows)
 
 

@@ -16,13 +16,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from deid_speech.audio import read_jsonl
 from deid_speech.augment.llm import Request
 from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATEGIES, build_prompt
 from deid_speech.augment.replace import fill_tags
 from deid_speech.augment.seed import load_split
 from deid_speech.augment.validate import REASONS, check_line, frame_key
 from deid_speech.errors import DeidError
+from deid_speech.manifest import read_resumable
 from deid_speech.types import parse_tagged, render_tagged
 
 
@@ -61,7 +61,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     by_tags: dict[tuple, list[str]] = {}  # tag multiset -> seed sentences carrying it
     for r in seeds:
         by_tags.setdefault(tuple(sorted(e["label"] for e in r["entities"])), []).append(r["tagged"])
-    existing = read_jsonl(out)
+    existing = read_resumable(out)
     seen = {frame_key(r["tagged"]) for r in seeds} | {frame_key(r["tagged"]) for r in existing}
     accepted = len(existing)
     request = max((r.get("request", -1) for r in existing), default=-1) + 1

@@ -58,9 +58,9 @@ def write_splits(raw_dir: Path, out_dir: Path) -> dict[str, int]:
 
 def load_split(path: Path) -> list[dict]:
     """The records of a JSONL split (a one-line DeidError for a malformed line)."""
-    from deid_speech.audio import iter_jsonl
+    from deid_speech import manifest
 
-    return [row for _, row in iter_jsonl(path)]
+    return [r.to_dict() for r in manifest.read(path, need=(), line_ids=False)]
 
 
 if __name__ == "__main__":

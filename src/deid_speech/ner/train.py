@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deid_speech.errors import DeidError
-from deid_speech.types import LABELS, EntitySpan, Span, Transcript, parse_tagged
+from deid_speech.types import LABELS, EntitySpan, Span, Transcript
 
 DEFAULT_CONFIG = """
 [nlp]
@@ -105,33 +105,11 @@ class TextExample:
 def read_records(path: Path) -> list[dict]:
     """Text records, tagged-only records or voiced manifest records; a one-line DeidError
     on anything else."""
-    path = Path(path)
-    if not path.is_file():
-        raise DeidError(f"{path}: no such file")
-    from deid_speech.audio import iter_jsonl
+    from deid_speech import manifest
 
-    rows: list[dict] = []
-    for n, row in iter_jsonl(path):
-        if "text" not in row and isinstance(row.get("tagged"), str):
-            try:  # augmentation output: the tagged text only
-                text, ents = parse_tagged(row["tagged"])
-            except ValueError as exc:
-                raise DeidError(f"{path}:{n}: bad tagged text ({exc})") from None
-            row = {**row, "text": text, "entities": [e.to_dict() for e in ents]}
-        if not isinstance(row.get("text"), str) or not isinstance(row.get("entities", []), list):
-            raise DeidError(f"{path}:{n}: expected a record with 'text' and 'entities' (or 'tagged')")
-        try:
-            for e in row.get("entities", []):
-                if e["label"] not in LABELS or not 0 <= e["char_start"] < e["char_end"] <= len(row["text"]):
-                    raise ValueError
-        except (KeyError, TypeError, ValueError):
-            raise DeidError(f"{path}:{n}: bad entity (need label in {','.join(LABELS)} and "
-                            "char_start < char_end inside the text)") from None
-        row["_dir"] = str(path.parent)
-        rows.append(row)
-    if not rows:
-        raise DeidError(f"{path}: no records")
-    return rows
+    path = Path(path)
+    return [{**r.to_dict(), "_dir": str(path.parent)}
+            for r in manifest.read(path, need=("text",), check_audio=False, line_ids=False, nonempty=True)]
 
 
 def spoken_example(row: dict) -> TextExample:

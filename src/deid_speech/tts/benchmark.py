@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from deid_speech.audio import Audio, read_jsonl, save, write_text_atomic
+from deid_speech.audio import Audio, save, write_text_atomic
 from deid_speech.errors import DeidError
+from deid_speech.manifest import read_resumable as read_jsonl
 from deid_speech.tts.base import TARGET_SR
 from deid_speech.tts.channel import AugmentSpec, normalize_loudness
 from deid_speech.tts.dataset import MANIFEST, synth_for, voice_call, voice_manifest

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 import time
 from collections import Counter
@@ -24,9 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from deid_speech import manifest
 from deid_speech.audio import Audio, save, write_text_atomic
-from deid_speech.audio import read_jsonl as read_manifest
-from deid_speech.augment.seed import load_split
 from deid_speech.errors import DeidError
 from deid_speech.tts.base import TARGET_SR, Synthesizer, Utterance, voice_tagged
 from deid_speech.tts.channel import POLICIES, AugmentSpec, normalize_loudness
@@ -35,7 +33,6 @@ from deid_speech.types import Word, parse_tagged
 
 MANIFEST = "manifest.jsonl"
 CONFIG = "tts_config.json"
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _SYNTHS: dict[str, Synthesizer] = {}  # per process: voice name -> built synthesizer
 _ALIGNER: list = []  # per process: the pocketsphinx aligner, built on first use
 
@@ -192,22 +189,14 @@ def _results(jobs: list[Job], workers: int) -> Iterator[tuple[dict | None, str |
 
 def read_records(path: Path, limit: int | None = None) -> list[dict]:
     """Input records with ``tagged`` and a file-safe, unique ``id`` (made from the text if absent)."""
-    if not Path(path).is_file():
-        raise DeidError(f"{path}: no such input file")
-    try:
-        rows = load_split(Path(path))
-    except json.JSONDecodeError as exc:
-        raise DeidError(f"{path}: not JSONL ({exc})") from None
     out, seen = [], set()
-    for i, r in enumerate(rows[:limit] if limit is not None else rows, 1):
-        if not isinstance(r, dict) or not isinstance(r.get("tagged"), str):
-            raise DeidError(f"{path}: record {i} has no 'tagged' text")
-        rid = str(r.get("id") or "rec-" + hashlib.sha1(r["tagged"].encode("utf-8")).hexdigest()[:12])
-        if not _SAFE_ID.match(rid) or rid in seen:
-            raise DeidError(f"{path}: record {i}: id {rid!r} is " + ("repeated" if rid in seen else
+    for r in manifest.read(path, need=("tagged",), limit=limit, check_audio=False, line_ids=False):
+        rid = r.id or "rec-" + hashlib.sha1(r.tagged.encode("utf-8")).hexdigest()[:12]
+        if not manifest.SAFE_ID.match(rid) or rid in seen:
+            raise DeidError(f"{r.where}: id {rid!r} is " + ("repeated" if rid in seen else
                             "not usable as a file name (letters, digits, . _ - only)"))
         seen.add(rid)
-        out.append({"id": rid, "tagged": r["tagged"]})
+        out.append({"id": rid, "tagged": r.tagged})
     return out
 
 
@@ -245,8 +234,8 @@ def voice_manifest(in_jsonl: str | Path, out_dir: str | Path, voices: Sequence[s
     out.mkdir(parents=True, exist_ok=True)
     _check_config(out, {"seed": seed, "augment": augment, "split": split, "voices": list(pool),
                         "held_out": canonical(held_out)})
-    existing = read_manifest(out / MANIFEST)
-    done = {r["id"] for r in existing}
+    writer = manifest.JsonlWriter(out / MANIFEST)
+    existing, done = list(writer.rows), writer.done
     jobs: list[Job] = [(r["id"], r["tagged"], pool, augment, seed, str(out))
                        for r in records if r["id"] not in done]
     from tqdm import tqdm
@@ -255,14 +244,12 @@ def voice_manifest(in_jsonl: str | Path, out_dir: str | Path, voices: Sequence[s
     new: list[dict] = []
     failed: dict[str, str] = {}
     t0 = time.perf_counter()
-    with open(out / MANIFEST, "a", encoding="utf-8") as fh, \
-            tqdm(total=len(jobs), unit="utt", disable=not show, file=sys.stderr) as bar:
+    with writer, tqdm(total=len(jobs), unit="utt", disable=not show, file=sys.stderr) as bar:
         for job, (rec, err) in zip(jobs, _results(jobs, workers)):
             if rec is None:
                 failed[job[0]] = err or "unknown error"
             else:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                fh.flush()
+                writer.write(rec)
                 new.append(rec)
             bar.update(1)
     wall = time.perf_counter() - t0
