@@ -6,6 +6,7 @@ Errors print one line (no traceback). Exit status: 0 all files redacted, 1 some 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -390,9 +391,32 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Progress messages of the library (``logging`` under ``deid_speech``) on whatever
+    ``sys.stderr`` is when they are emitted."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def _log_to_stderr() -> None:
+    log = logging.getLogger("deid_speech")
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
 
+    _log_to_stderr()
     parser = build_parser()
     args = parser.parse_args(argv)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:

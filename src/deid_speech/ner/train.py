@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import random
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -532,7 +532,7 @@ def run(args: argparse.Namespace) -> int:
         config_text = args.config.read_text(encoding="utf-8")
     train_rows = [r for p in args.train for r in read_records(p)]
     dev_rows = [r for p in args.dev for r in read_records(p)]
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    log = logging.getLogger(__name__).info  # progress, on stderr through the CLI's handler
     train_asr: list[TextExample] = []
     dev_asr: list[TextExample] = []
     if args.asr_noise:
