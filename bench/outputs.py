@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
-    from deid_speech.audio import read_jsonl
+    from deid_speech.manifest import read_resumable as read_jsonl
     from deid_speech.pipeline import RedactConfig, Redactor, redact_file
     from deid_speech.redact import Operator, RedactOptions, TextRedactor, value_key
     from deid_speech.types import Span

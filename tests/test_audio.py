@@ -60,24 +60,6 @@ def test_save_is_atomic_and_leaves_no_temp_files(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.wav"]
 
 
-def test_iter_jsonl_names_the_file_and_line_of_a_bad_record(tmp_path):
-    from deid_speech.audio import iter_jsonl
-    from deid_speech.errors import DeidError
-
-    p = tmp_path / "m.jsonl"
-    p.write_text('{"a": 1}\n\n{"a": 2}\n')
-    assert list(iter_jsonl(p)) == [(1, {"a": 1}), (3, {"a": 2})]
-    p.write_text('{"a": 1}\n{"a": \n')
-    with pytest.raises(DeidError, match=r"m\.jsonl:2: not JSON"):
-        list(iter_jsonl(p))
-    p.write_text('{"a": 1}\n[1, 2]\n')
-    with pytest.raises(DeidError, match=r"m\.jsonl:2: not a JSON object"):
-        list(iter_jsonl(p))
-    p.write_bytes(b'{"a": "\xff\xfe"}\n')
-    with pytest.raises(DeidError, match="not UTF-8"):
-        list(iter_jsonl(p))
-
-
 def _wav_with_header(tmp_path, rate=None, channels=None):
     import struct
 

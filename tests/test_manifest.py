@@ -97,3 +97,19 @@ def test_whole_file_write_round_trips(tmp_path) -> None:
     p = _write(tmp_path / "in.jsonl", GOOD, GOOD | {"id": "b"})
     manifest.write(tmp_path / "copy.jsonl", manifest.read(p))
     assert [r.to_dict() for r in manifest.read(tmp_path / "copy.jsonl")] == [r.to_dict() for r in manifest.read(p)]
+
+
+def test_iter_objects_names_the_file_and_line_of_a_bad_record(tmp_path):
+
+    p = tmp_path / "m.jsonl"
+    p.write_text('{"a": 1}\n\n{"a": 2}\n')
+    assert list(manifest.iter_objects(p)) == [(1, {"a": 1}), (3, {"a": 2})]
+    p.write_text('{"a": 1}\n{"a": \n')
+    with pytest.raises(DeidError, match=r"m\.jsonl:2: not JSON"):
+        list(manifest.iter_objects(p))
+    p.write_text('{"a": 1}\n[1, 2]\n')
+    with pytest.raises(DeidError, match=r"m\.jsonl:2: not a JSON object"):
+        list(manifest.iter_objects(p))
+    p.write_bytes(b'{"a": "\xff\xfe"}\n')
+    with pytest.raises(DeidError, match="not UTF-8"):
+        list(manifest.iter_objects(p))

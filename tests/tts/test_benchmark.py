@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 import soundfile as sf
 
-from deid_speech.audio import read_jsonl
 from deid_speech.errors import DeidError
 from deid_speech.eval.run import load_manifest
+from deid_speech.manifest import read_resumable as read_jsonl
 from deid_speech.tts import benchmark as B
 from deid_speech.tts.voices import BENCHMARK_VOICES, DEFAULT_VOICES, HeldOutVoiceError, canonical, voices_for_split
 from deid_speech.types import LABELS, parse_tagged
