@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deid_speech.asr.finetune import FinetuneOptions, epoch_batches, load_records
+from deid_speech.asr.train_data import epoch_batches, load_records
+from deid_speech.asr.trainer import FinetuneOptions
 from deid_speech.errors import DeidError
 
 TEXTS = ["call me at nine eight one two", "my name is john tan", "the card ends in four four"]
@@ -100,7 +101,7 @@ def test_records_resolve_audio_against_the_manifest_folder(manifest: Path, tmp_p
     bad.write_text(json.dumps({"id": "x", "audio": "audio/missing.flac", "text": "hi"}) + "\n")
     with pytest.raises(DeidError, match="not found"):
         load_records(bad)
-    with pytest.raises(DeidError, match="no such manifest"):
+    with pytest.raises(DeidError, match="no such file"):
         load_records(tmp_path / "nope.jsonl")
 
 
@@ -116,7 +117,7 @@ def test_batches_are_grouped_by_length_and_reproducible() -> None:
 def test_labels_leave_out_the_start_token(hf_tiny_en: Path) -> None:
     from transformers import WhisperProcessor
 
-    from deid_speech.asr.finetune import label_ids
+    from deid_speech.asr.hf import label_ids
 
     processor = WhisperProcessor.from_pretrained(str(hf_tiny_en))
     ids = label_ids(processor, "hello world")
@@ -140,7 +141,7 @@ def test_training_loss_falls_and_the_best_model_is_saved(random_base: Path, mani
 
 
 def finetune_run(recs, out, opts, **kw):
-    from deid_speech.asr.finetune import finetune
+    from deid_speech.asr.trainer import finetune
 
     return finetune(recs, recs, opts, **kw)
 
@@ -149,7 +150,7 @@ def test_extra_tokens_are_added_resized_and_initialised(random_base: Path, manif
     import torch
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-    from deid_speech.asr.finetune import label_ids
+    from deid_speech.asr.hf import label_ids
 
     seen = []
 
@@ -251,7 +252,7 @@ def test_cli_errors_are_one_line(manifest: Path, tmp_path: Path, capsys) -> None
 
 
 def test_cli_trains_a_few_steps(random_base: Path, manifest: Path, tmp_path: Path, capsys, monkeypatch) -> None:
-    import deid_speech.asr.finetune as ft
+    import deid_speech.asr.trainer as ft
 
     monkeypatch.setattr(ft, "wer_score", lambda *a, **k: -0.5)  # a random model decodes 200 tokens per clip
     out = tmp_path / "cli"
@@ -287,12 +288,13 @@ def speech_manifest(tmp_path_factory) -> Path:
 def test_base_model_loss_is_low_and_it_transcribes(speech_manifest: Path) -> None:
     import torch
 
-    from deid_speech.asr.finetune import _collate, label_ids, load_audio, load_base, transcribe_hf
+    from deid_speech.asr.hf import label_ids, load_audio, load_base, transcribe_hf
+    from deid_speech.asr.train_data import collate
     from deid_speech.eval.text import wer
 
     recs = load_records(speech_manifest)
     model, processor = load_base("tiny.en")
-    feats, labels = _collate(processor, [(load_audio(r["audio"]), label_ids(processor, r["text"])) for r in recs],
+    feats, labels = collate(processor, [(load_audio(r["audio"]), label_ids(processor, r["text"])) for r in recs],
                              torch.device("cpu"))
     with torch.no_grad():
         loss = model(input_features=feats, labels=labels).loss.item()
@@ -306,7 +308,7 @@ def test_base_model_loss_is_low_and_it_transcribes(speech_manifest: Path) -> Non
 
 @pytest.mark.model
 def test_tiny_en_fine_tune_exports_to_ct2_and_transcribes(speech_manifest: Path, tmp_path: Path) -> None:
-    from deid_speech.asr.finetune import finetune
+    from deid_speech.asr.trainer import finetune
     from deid_speech.asr.whisper import AsrOptions, Transcriber
     from deid_speech.audio import load
 

@@ -171,7 +171,8 @@ def test_redactor_uses_the_tagger_as_asr_and_detector():
 @pytest.fixture(scope="module")
 def untrained_e2e_dir(tmp_path_factory):
     """tiny.en with the nine tags added but not trained (plumbing tests), HF + ct2."""
-    from deid_speech.asr.finetune import export_ct2, load_base
+    from deid_speech.asr.export import export_ct2
+    from deid_speech.asr.hf import load_base
     from deid_speech.e2e.tokens import add_tags_to_model
 
     out = tmp_path_factory.mktemp("e2e-untrained")

@@ -8,7 +8,7 @@ def test_delta_over_the_base_rebuilds_the_finetuned_weights(tiny_whisper_dir, tm
     import torch
     from safetensors.numpy import load_file
 
-    from deid_speech.asr.finetune import load_base
+    from deid_speech.asr.hf import load_base
     from deid_speech.e2e.infer import check_model_dir
     from deid_speech.e2e.shipped import EMBED, make_delta
     from deid_speech.e2e.tokens import add_tags_to_model

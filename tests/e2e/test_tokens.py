@@ -55,7 +55,7 @@ def test_old_rows_are_untouched_and_new_rows_are_the_mean_of_their_pieces(tagged
     "Plate [CAR_PLATE] S K B, eight seven three six, S [CAR_PLATE], card [CREDIT_CARD] four five [CREDIT_CARD]",
 ])
 def test_tagged_target_round_trips_with_each_tag_one_id(tagged_model, tagged):
-    from deid_speech.asr.finetune import label_ids
+    from deid_speech.asr.hf import label_ids
     from deid_speech.e2e.tokens import decode_tagged
 
     _, processor, ids, _ = tagged_model

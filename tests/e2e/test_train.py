@@ -9,7 +9,7 @@ from deid_speech.e2e.tags import TAG_TEXTS
 def greedy_ids(model, processor, records):
     import torch
 
-    from deid_speech.asr.finetune import features, load_audio
+    from deid_speech.asr.hf import features, load_audio
 
     model.eval()
     with torch.inference_mode():
@@ -20,7 +20,8 @@ def greedy_ids(model, processor, records):
 def test_random_tiny_whisper_learns_to_emit_tag_tokens(tiny_whisper_dir, clip_records, tmp_path):
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-    from deid_speech.asr.finetune import FinetuneOptions, finetune, load_base
+    from deid_speech.asr.hf import load_base
+    from deid_speech.asr.trainer import FinetuneOptions, finetune
     from deid_speech.e2e.tokens import add_tags_to_model, decode_tagged, init_tag_embedding, target_text
 
     model, processor = load_base(str(tiny_whisper_dir))

@@ -109,7 +109,7 @@ def check_model_dir(path: str | os.PathLike) -> Path:
 
 def load_model(path: str | os.PathLike, device: str = "cpu") -> tuple[Any, Any]:
     """``(model, processor)`` of an e2e model folder (validated first)."""
-    from deid_speech.asr.finetune import load_hf_folder
+    from deid_speech.asr.hf import load_hf_folder
 
     p = check_model_dir(path)
     model, processor = load_hf_folder(p, f"--model {p}")
@@ -129,7 +129,7 @@ def generate_tagged(model: Any, processor: Any, clips: list[np.ndarray], max_new
     """Greedy tagged transcripts of ``clips`` (16 kHz mono, each at most 30 s)."""
     import torch
 
-    from deid_speech.asr.finetune import features, is_multilingual
+    from deid_speech.asr.hf import features, is_multilingual
     from deid_speech.e2e.tokens import decode_tagged
 
     dev = next(model.parameters()).device

@@ -68,7 +68,7 @@ def _embed_rest(n: int, top: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.nda
 def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en", embed_rows: int = 3000,
                embed_rank: int = 16) -> dict:
     """Write the delta of the HF folder ``finetuned`` over ``base`` into ``out_dir``."""
-    from deid_speech.asr.finetune import base_folder
+    from deid_speech.asr.hf import base_folder
 
     finetuned, out_dir = Path(finetuned), Path(out_dir)
     ft, bs = _tensors(finetuned), _tensors(base_folder(base))
@@ -124,7 +124,8 @@ def materialize(folder: str | Path) -> Path:
     import torch
     from safetensors.torch import save_file
 
-    from deid_speech.asr.finetune import base_folder, export_ct2
+    from deid_speech.asr.export import export_ct2
+    from deid_speech.asr.hf import base_folder
     from deid_speech.asr.models import cache_dir
 
     folder = Path(folder)

@@ -90,7 +90,7 @@ def add_tags_to_model(model: Any, processor: Any) -> list[int]:
     """Tags into the tokenizer, embeddings resized, new rows initialised, through the
     shared trainer's :func:`deid_speech.asr.finetune.add_tokens` (which ``train e2e``
     uses too); returns the tag ids."""
-    from deid_speech.asr.finetune import add_tokens
+    from deid_speech.asr.hf import add_tokens
 
     add_tokens(model, processor, TAG_TEXTS, init_tag_embedding)
     return tag_ids(getattr(processor, "tokenizer", processor))

@@ -35,7 +35,7 @@ def entity_spans(record: dict) -> list:
 def score_tagger(tagger: Any, records: list[dict]) -> dict:
     """Timestamp-overlap scores (label-agnostic and label-exact) of a tagger's entities
     in ``records`` against their entity times."""
-    from deid_speech.asr.finetune import load_audio
+    from deid_speech.asr.hf import load_audio
     from deid_speech.eval.overlap import OverlapScore
 
     agnostic, exact = OverlapScore(), OverlapScore()
@@ -58,7 +58,7 @@ def score_model(model: Any, processor: Any, records: list[dict], backend: str = 
     try:
         if backend == "hf":
             return score_tagger(E2ETagger(E2EOptions(model="(in training)", backend="hf"), model, processor), records)
-        from deid_speech.asr.finetune import export_ct2
+        from deid_speech.asr.export import export_ct2
 
         with tempfile.TemporaryDirectory(prefix="e2e-dev-") as tmp:
             model.save_pretrained(tmp, safe_serialization=True)
@@ -79,7 +79,7 @@ def dev_score(model: Any, processor: Any, records: list[dict]) -> float:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from deid_speech.asr.finetune import FinetuneOptions
+    from deid_speech.asr.trainer import FinetuneOptions
 
     d = FinetuneOptions(out=Path("."))
     p = subparsers.add_parser(
@@ -113,7 +113,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from deid_speech.asr.finetune import FinetuneOptions, base_folder, finetune, train_dev_records
+    from deid_speech.asr.finetune import train_dev_records
+    from deid_speech.asr.hf import base_folder
+    from deid_speech.asr.trainer import FinetuneOptions, finetune
     from deid_speech.e2e.tags import TAG_TEXTS
     from deid_speech.e2e.tokens import init_tag_embedding, target_text
 

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
 
         if args.device != "cpu":
-            from deid_speech.asr.finetune import torch_device
+            from deid_speech.asr.hf import torch_device
 
             torch_device(args.device)  # no GPU: a one-line error, not a torch traceback
         e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device))

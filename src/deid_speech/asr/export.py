@@ -1,0 +1,49 @@
+"""An HF Whisper folder to CTranslate2 (faster-whisper), added special tokens kept."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+
+QUANTIZATIONS = ("float16", "int8", "int8_float16", "float32")
+
+
+def export_ct2(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, quantization: str = "float16") -> dict:
+    """Convert an HF Whisper folder to CTranslate2 (faster-whisper) in ``out_dir``, with
+    tokenizer.json and preprocessor_config.json copied. Returns what was written, including
+    whether every added special token of the HF tokenizer is in the CT2 vocabulary."""
+    hf_dir, out_dir = Path(hf_dir), Path(out_dir)
+    if quantization not in QUANTIZATIONS:
+        raise DeidError(f"unknown quantization {quantization!r}; choose from {', '.join(QUANTIZATIONS)}")
+    try:
+        from ctranslate2.converters import TransformersConverter
+    except ImportError:
+        raise DeidError("CTranslate2 export needs the ctranslate2 package") from None
+    copy = [f for f in ("tokenizer.json", "preprocessor_config.json") if (hf_dir / f).is_file()]
+    tmp = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        TransformersConverter(str(hf_dir), copy_files=copy or None).convert(
+            str(tmp), quantization=None if quantization == "float32" else quantization, force=True)
+    except Exception as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DeidError(f"CTranslate2 export of {hf_dir} failed: {str(e).splitlines()[0] if str(e) else e}") from None
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.replace(out_dir)
+    vocab = _ct2_vocabulary(out_dir)
+    tok = json.loads((hf_dir / "tokenizer.json").read_text(encoding="utf-8")) if "tokenizer.json" in copy else {}
+    added = [t["content"] for t in tok.get("added_tokens", []) if t.get("special")]
+    return {"path": str(out_dir), "quantization": quantization, "vocabulary_size": len(vocab),
+            "special_tokens_in_vocabulary": all(t in set(vocab) for t in added),
+            "multilingual_by_size": len(vocab) >= 51865}
+
+
+def _ct2_vocabulary(folder: Path) -> list[str]:
+    if (folder / "vocabulary.json").is_file():
+        return json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
+    if (folder / "vocabulary.txt").is_file():
+        return (folder / "vocabulary.txt").read_text(encoding="utf-8").split("\n")
+    return []
