@@ -10,6 +10,7 @@ from deid_speech.cli import redact_many
 from deid_speech.errors import DeidError
 from deid_speech.ner.patterns import PatternDetector
 from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs, output_paths, redact_file
+from deid_speech.types import Recognition
 from factories import make_transcript, tone
 
 TEXT = "hello my number is nine one two three four five six seven thank you"
@@ -177,14 +178,9 @@ class FakeTagger(FakeAsr):
 
     name = "e2e:fake"
 
-    def transcribe(self, audio, progress=None):
-        self.last = super().transcribe(audio, progress)
+    def recognize(self, audio, progress=None):
         self.calls = getattr(self, "calls", 0) + 1
-        return self.last
-
-    def detect(self, transcript):
-        assert transcript is self.last
-        return []
+        return Recognition(super().transcribe(audio, progress))
 
 
 def test_e2e_plus_patterns_catches_what_the_model_left_untagged(call):
@@ -216,11 +212,11 @@ class FakeVerifier:
     def __init__(self):
         self.heard = None
 
-    def run(self, audio, progress=None):
+    def recognize(self, audio, progress=None):
         self.heard = audio.copy()
         tr = make_transcript("the card is four five three two one one five two eight eight zero four six seven one "
                              "two", word_dur=0.25, gap=0.02, t0=5.0)
-        return tr, []
+        return Recognition(tr)
 
 
 def test_verify_silences_the_redaction_decodes_the_rest_and_adds_what_it_finds(tmp_path):

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from deid_speech.errors import DeidError
 from deid_speech.redact import AUDIO_OPS, KEY_ENV, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
-from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS
+from deid_speech.systems import E2E as E2E_SYSTEMS
+from deid_speech.systems import REDACT as SYSTEMS
+from deid_speech.types import LABELS
 
 
 def _labels(value: str) -> tuple[str, ...]:
@@ -196,7 +198,8 @@ def cmd_augment(args: argparse.Namespace) -> int:
 
 
 def cmd_redact(args: argparse.Namespace) -> int:
-    from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs
+    from deid_speech import RedactConfig, Redactor
+    from deid_speech.pipeline import collect_inputs
 
     if args.model is not None and args.system not in E2E_SYSTEMS:
         raise DeidError("--model is the end-to-end model: use it with --system e2e or e2e+patterns")

@@ -50,9 +50,10 @@ from pathlib import Path
 from deid_speech.audio import write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.make_dataset import Arm, DatasetConfig, read_toml
+from deid_speech.systems import TABLE, TRAINABLE
 from deid_speech.types import LABELS
 
-SYSTEMS = ("cascade", "e2e")
+SYSTEMS = TRAINABLE  # the systems whose model the matrix trains (cascade: its NER; e2e)
 TEST_SETS = ("test", "test_telephone")
 
 
@@ -219,8 +220,8 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
         for seed in cfg.seeds:
             run_dir = out / "runs" / arm.replace("+", "_") / f"seed{seed}"
             for system in cfg.systems:
-                model = run_dir / ("ner" if system == "cascade" else "e2e")
-                target = "ner" if system == "cascade" else "e2e"
+                target = TABLE[system].trains  # what `deid-speech train` makes for this system
+                model = run_dir / target
 
                 def train_model(t=target, m=model, train=train, seed=seed) -> dict:
                     _cli(["train", t, "--train", str(train), "--dev", str(dev), "--out", str(m),

@@ -18,7 +18,7 @@ from deid_speech.redact import (
     redacted_words,
     repeat_mentions,
 )
-from deid_speech.types import E2E_SYSTEMS, LABELS, SYSTEMS, Span, Transcript
+from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript
 
 SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
 # 3: operators per label (audio, text, padding before/after) replace mode/padding; a run of
@@ -40,11 +40,12 @@ class RedactConfig:
     uncovered: str = "beep"  # speech no word covers (not checked for PII): beep it, fail the file, or warn
 
     def __post_init__(self) -> None:
-        if self.system not in SYSTEMS:
-            raise DeidError(f"unknown system {self.system!r}; choose from {', '.join(SYSTEMS)}")
+        from deid_speech import systems
+
+        systems.get(self.system)  # a one-line DeidError for an unknown system
         if self.uncovered not in UNCOVERED_ACTIONS:
             raise DeidError(f"--uncovered must be one of {', '.join(UNCOVERED_ACTIONS)}")
-        if self.verify and self.system != "cascade":
+        if self.verify and self.system not in ("cascade", "cascade+verify"):
             raise DeidError("--verify checks the cascade's redaction with the e2e model: use it with --system cascade")
         bad = [x for x in self.labels if x not in LABELS]
         if bad or not self.labels:
@@ -117,66 +118,67 @@ class RedactResult:
         }
 
 
-def spoken_form_detectors() -> list:
-    """The detectors that read spoken identifiers in any transcript: shape patterns and
-    cue-anchored runs (the cascade's, and e2e+patterns' safety net over the tagger's text)."""
-    from deid_speech.ner.cue_runs import CueRunDetector
-    from deid_speech.ner.patterns import PatternDetector
+class _TranscriberAdapter:
+    """A recogniser that only has ``transcribe(audio16k, progress)`` (a plain ASR)."""
 
-    return [PatternDetector(), CueRunDetector()]
+    def __init__(self, asr):
+        self.asr, self.name = asr, getattr(asr, "name", type(asr).__name__)
+
+    def recognize(self, audio, progress=None) -> Recognition:
+        return Recognition(self.asr.transcribe(audio, progress=progress))
+
+
+def as_recognizer(asr) -> Recognizer:
+    """``asr`` as a :class:`Recognizer` (``recognize``), adapting a plain ``transcribe``."""
+    if callable(getattr(asr, "recognize", None)):
+        return asr
+    if callable(getattr(asr, "transcribe", None)):
+        return _TranscriberAdapter(asr)
+    raise DeidError(f"{asr!r} is no recogniser: it needs recognize(audio16k) or transcribe(audio16k)")
+
+
+def _e2e_tagger(config: RedactConfig) -> Recognizer:
+    from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
+
+    return E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
 
 
 class Redactor:
-    """Loads the ASR model and detectors once; redacts many files."""
+    """Loads the recogniser and detectors once; redacts many files. It keeps no per-call
+    state: one Redactor can serve several threads."""
 
     def __init__(self, config: RedactConfig = RedactConfig(), asr=None, detectors=None, verifier=None):
-        """``asr`` (anything with ``name`` and ``transcribe(audio16k, progress)``) and
-        ``detectors`` default to Whisper and the cascade's detectors; ``verifier`` (anything
-        with ``name`` and ``run(audio16k) -> (Transcript, spans)``) defaults to the shipped
-        e2e model when ``config.verify``; tests pass fakes."""
+        """The system (:mod:`deid_speech.systems`) says which recogniser and detectors to
+        build; ``asr``, ``detectors`` and ``verifier`` (recognisers: ``recognize(audio16k)
+        -> Recognition``, or a plain ``transcribe``) replace them (tests pass fakes)."""
+        from deid_speech import systems
+        from deid_speech.ner.base import build_all
+
         self.config = config
+        self.system = systems.get(config.system)
         self.verifier = None
-        if config.verify:
-            if verifier is None:
-                from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
-
-                verifier = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
-            self.verifier = verifier
-        if config.system in E2E_SYSTEMS:  # one model transcribes and tags: it is both ASR and detector
-            if asr is None:
-                from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
-
-                asr = E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
-            elif detectors is None and not callable(getattr(asr, "detect", None)):
-                raise DeidError("the e2e system's ASR must be the e2e tagger itself (it writes the tags)")
-            self.asr = asr
-            if detectors is None:
-                detectors = [asr] + (spoken_form_detectors() if config.system == "e2e+patterns" else [])
-            self.detectors = detectors
-            return
+        if config.verify or self.system.verify:  # a second opinion: the e2e model re-reads the audible audio
+            self.verifier = as_recognizer(verifier if verifier is not None else _e2e_tagger(config))
+        if asr is not None and self.system.recognizer == "e2e" and not callable(getattr(asr, "recognize", None)):
+            raise DeidError(f"system {config.system} needs a recogniser that tags entities itself "
+                            "(recognize(audio16k) -> Recognition), like the e2e model; a plain ASR cannot")
         if asr is None:
-            from deid_speech.asr.whisper import AsrOptions, Transcriber
+            if self.system.recognizer == "e2e":  # one model transcribes and tags
+                asr = _e2e_tagger(config)
+            else:
+                from deid_speech.asr.whisper import AsrOptions, Transcriber
 
-            asr = Transcriber(AsrOptions(model=config.asr_model))
-        self.asr = asr
-        self.detectors = detectors if detectors is not None else self._cascade_detectors()
+                asr = Transcriber(AsrOptions(model=config.asr_model))
+        self.asr = as_recognizer(asr)
+        self.detectors = detectors if detectors is not None else build_all(self.system.detectors, config)
 
-    def _cascade_detectors(self) -> list:
-        from deid_speech.ner.spacy_ner import DEFAULT_SPACY, SpacyDetector
-
-        detectors = spoken_form_detectors()
-        if {"PERSON", "DATE"} & set(self.config.labels):
-            detectors.append(SpacyDetector(self.config.spacy_model or DEFAULT_SPACY))
-        from deid_speech.ner.trained import TrainedNerDetector, resolve_ner_model
-
-        if ner := resolve_ner_model(self.config.ner_model):
-            detectors.append(TrainedNerDetector(ner))
-        return detectors
-
-    def detect(self, transcript: Transcript) -> list[Span]:
+    def detect(self, transcript: Transcript, tagged: tuple[Span, ...] | list[Span] = ()) -> list[Span]:
+        """The spans of ``transcript``: the recogniser's own ``tagged`` spans (the e2e
+        model's) and every detector's, filtered by label and score, merged, and every
+        other mention of a found value added."""
         from deid_speech.ner.base import merge_spans
 
-        found: list[Span] = []
+        found: list[Span] = list(tagged)
         for d in self.detectors:
             try:
                 found.extend(d.detect(transcript))
@@ -186,6 +188,11 @@ class Redactor:
                 raise DeidError(f"detector {d.name} failed: {e}") from e
         keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score])
         return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)
+
+    def recognize(self, mono, progress=None) -> tuple[Transcript, list[Span]]:
+        """Transcribe 16 kHz mono audio and find its spans."""
+        rec = self.asr.recognize(mono, progress=progress)
+        return rec.transcript, self.detect(rec.transcript, rec.spans)
 
     def verify(self, mono, spans: list[Span]) -> list[Span]:
         """A second opinion on what the redaction leaves audible: silence every redacted
@@ -201,7 +208,7 @@ class Redactor:
         audible = mono.copy()
         for a, b in regions:
             audible[int(a * 16000): int(b * 16000)] = 0.0
-        transcript, _ = self.verifier.run(audible)
+        transcript = self.verifier.recognize(audible).transcript
         return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
                 for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
 
@@ -215,8 +222,7 @@ class Redactor:
         added_total, uncovered = 0, []
         for channel, mono in audio.tracks16k():
             mono = for_recognition(mono)  # quiet speech is raised, not skipped
-            transcript = self.asr.transcribe(mono, progress=progress)
-            spans = self.detect(transcript)
+            transcript, spans = self.recognize(mono, progress)
             if self.verifier is not None:
                 added = self.verify(mono, spans)
                 added_total += len(added)

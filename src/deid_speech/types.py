@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
 LABELS: tuple[str, ...] = (
     "PERSON",
@@ -20,14 +21,6 @@ LABELS: tuple[str, ...] = (
     "BANK_ACCOUNT",
     "DATE",
 )
-
-
-# redaction systems; those in E2E_SYSTEMS have the end-to-end tagger as their ASR, and
-# e2e+patterns also runs the cascade's spoken-form pattern detectors over the tagger's
-# transcript, a safety net for entities the model tags only in part (on the example call:
-# 36 % of entity audio left audible by the model alone, 4 % with the patterns)
-SYSTEMS: tuple[str, ...] = ("cascade", "e2e", "e2e+patterns")
-E2E_SYSTEMS: tuple[str, ...] = ("e2e", "e2e+patterns")
 
 
 def check_label(label: str) -> str:
@@ -243,3 +236,21 @@ def render_tagged(text: str, entities: Iterable[EntitySpan]) -> str:
         pos = e.char_end
     parts.append(text[pos:])
     return " ".join("".join(parts).split())
+
+
+@dataclass(frozen=True)
+class Recognition:
+    """What a recogniser made of one recording: the transcript with word times and, for a
+    recogniser that tags entities itself (the end-to-end model), its entity spans."""
+
+    transcript: Transcript
+    spans: tuple[Span, ...] = ()
+
+
+class Recognizer(Protocol):
+    """Audio to :class:`Recognition`. Implementations keep no per-call state, so one
+    recogniser (and the Redactor holding it) can serve several threads."""
+
+    name: str
+
+    def recognize(self, audio16k, progress=None) -> Recognition: ...

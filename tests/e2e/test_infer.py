@@ -147,17 +147,14 @@ def test_eval_e2e_with_a_missing_model_is_a_one_line_error(tmp_path, capsys):
 
 def test_redactor_uses_the_tagger_as_asr_and_detector():
     from deid_speech.pipeline import RedactConfig, Redactor
+    from deid_speech.types import Recognition
 
     class FakeTagger:
         name = "e2e:fake"
 
-        def transcribe(self, audio, progress=None):
-            self.tr, self.spans = place([Window(0.0, 4.0, "at [PHONE] nine eight [PHONE] ok")], audio, even_aligner)
-            return self.tr
-
-        def detect(self, transcript):
-            assert transcript is self.tr
-            return self.spans
+        def recognize(self, audio, progress=None):
+            tr, spans = place([Window(0.0, 4.0, "at [PHONE] nine eight [PHONE] ok")], audio, even_aligner)
+            return Recognition(tr, tuple(spans))
 
     from deid_speech.audio import Audio
 

@@ -21,7 +21,7 @@ import numpy as np
 from deid_speech.asr.models import ResolvedModel, resolve_model
 from deid_speech.audio import MODEL_RATE, frame_rms
 from deid_speech.errors import DeidError
-from deid_speech.types import Span, Transcript
+from deid_speech.types import Recognition, Span, Transcript
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,10 @@ class Transcriber:
         m = self._model
         return bool(getattr(m, "model", None) is not None and m.model.is_multilingual)
 
+    def recognize(self, audio: np.ndarray, progress=None) -> Recognition:
+        """The :class:`~deid_speech.types.Recognizer` protocol: a transcript, no spans."""
+        return Recognition(self.transcribe(audio, progress))
+
     def transcribe(self, audio: np.ndarray, progress=None) -> Transcript:
         """Transcribe 16 kHz mono float32 audio. ``progress(done_s, total_s)`` if given."""
         if audio.ndim != 1:
@@ -258,9 +262,9 @@ class CachedTranscriber:
         self.items: dict[str, dict] = {}
         self.hits = self.misses = 0
         self._transcriber: Transcriber | None = None
-        from deid_speech.audio import read_jsonl  # drops (and truncates away) a line cut short
+        from deid_speech.manifest import read_resumable  # drops (and truncates away) a line cut short
 
-        for d in read_jsonl(self.path):
+        for d in read_resumable(self.path):
             if isinstance(d, dict) and {"model", "audio", "transcript"} <= set(d):
                 self.items[f"{d['model']}:{d['audio']}"] = d["transcript"]
 
@@ -274,6 +278,9 @@ class CachedTranscriber:
     def cached(self, audio: np.ndarray) -> Transcript | None:
         d = self.items.get(f"{self.model_key}:{self._key(audio)}")
         return Transcript.from_dict(d) if d is not None else None
+
+    def recognize(self, audio: np.ndarray, progress=None) -> Recognition:
+        return Recognition(self.transcribe(audio, progress))
 
     def transcribe(self, audio: np.ndarray, progress=None) -> Transcript:
         hit = self.cached(audio)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from deid_speech.errors import DeidError
-from deid_speech.types import Span, Transcript
+from deid_speech.types import Recognition, Span, Transcript
 
 MODEL_RATE = 16000
 # An entity in a window that pocketsphinx cannot place is timed by cross-attention and
@@ -258,9 +259,10 @@ def place(windows: list[Window], audio: np.ndarray, align: Callable[[np.ndarray,
 
 
 class E2ETagger:
-    """Loads a fine-tuned e2e model once. ``transcribe(audio16k)`` returns the untagged
-    Transcript (the ASR role); ``detect(transcript)`` the tagged entities of that same
-    transcript (the detector role)."""
+    """Loads a fine-tuned e2e model once. ``recognize(audio16k)`` returns the untagged
+    Transcript and the entities the model tagged in it (a :class:`Recognition`): it is
+    recogniser and detector in one call, and keeps no per-call state, so one tagger can
+    serve several threads (the forced aligner, which is stateful, is locked)."""
 
     name = "e2e"
 
@@ -287,16 +289,17 @@ class E2ETagger:
         self.model, self.processor = (model.eval() if model is not None else None), processor
         self.name = f"e2e:{options.model}"
         self._aligner = None
-        self._last: tuple[Transcript, list[Span]] | None = None
+        self._align_lock = threading.Lock()
 
     def align(self, clip: np.ndarray, text: str) -> Transcript:
         """Word times of ``text`` in ``clip`` by pocketsphinx forced alignment (accurate to
         a few hundredths of a second where it succeeds; raises DeidError where not)."""
-        if self._aligner is None:
-            from deid_speech.align.base import get_aligner
+        with self._align_lock:
+            if self._aligner is None:
+                from deid_speech.align.base import get_aligner
 
-            self._aligner = get_aligner("pocketsphinx")
-        return self._aligner.align(clip, text)
+                self._aligner = get_aligner("pocketsphinx")
+            return self._aligner.align(clip, text)
 
     def tag_many(self, audios: list[np.ndarray], progress=None,
                  stretches: list[list[tuple[float, float]]] | None = None) -> list[list[Window]]:
@@ -342,15 +345,9 @@ class E2ETagger:
     def run(self, audio: np.ndarray, progress=None) -> tuple[Transcript, list[Span]]:
         return self.run_many([audio], progress)[0]
 
-    def transcribe(self, audio: np.ndarray, progress=None) -> Transcript:
+    def recognize(self, audio: np.ndarray, progress=None) -> Recognition:
         tr, spans = self.run(audio, progress)
-        self._last = (tr, spans)
-        return tr
-
-    def detect(self, transcript: Transcript) -> list[Span]:
-        if self._last is None or self._last[0] is not transcript:
-            raise DeidError("the e2e tagger finds entities only in the transcripts it wrote itself")
-        return list(self._last[1])
+        return Recognition(tr, tuple(spans))
 
 
 def quantize_int8(model: Any) -> Any:

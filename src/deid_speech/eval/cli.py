@@ -16,7 +16,7 @@ from deid_speech.redact import MERGE_GAP, PAD_AFTER, PAD_BEFORE
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from deid_speech.eval.run import SYSTEMS
+    from deid_speech.systems import EVAL as SYSTEMS
 
     p = subparsers.add_parser(
         "eval", help="timestamp-overlap P/R/F1, leak and privacy metrics on a voiced manifest",
@@ -56,22 +56,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from deid_speech import systems as table
     from deid_speech.eval.report import write_results
-    from deid_speech.eval.run import SYSTEMS, evaluate, load_manifest, predictions_from_dir, system_predictions
+    from deid_speech.eval.run import evaluate, load_manifest, predictions_from_dir, system_predictions
 
     systems = [s.strip() for s in args.system.split(",") if s.strip()]
-    bad = [s for s in systems if s not in SYSTEMS]
+    bad = [s for s in systems if s not in table.EVAL]
     if bad or not systems:
-        raise DeidError(f"unknown system(s) {', '.join(bad) or '(none)'}; choose from {', '.join(SYSTEMS)}")
+        raise DeidError(f"unknown system(s) {', '.join(bad) or '(none)'}; choose from {', '.join(table.EVAL)}")
     if args.limit is not None and args.limit < 1:
         raise DeidError("--limit must be at least 1")
     from deid_speech.redact import Operator, RedactOptions
 
     pads = (args.padding, args.padding) if args.padding is not None else (args.pad_before, args.pad_after)
     options = RedactOptions(Operator(pad_before=pads[0], pad_after=pads[1]), merge_gap=args.merge_gap)
-    from deid_speech.types import E2E_SYSTEMS
-
-    uses_e2e = any(s in E2E_SYSTEMS or s == "cascade+verify" for s in systems)
+    uses_e2e = any(table.TABLE[s].recognizer == "e2e" or table.TABLE[s].verify for s in systems)
     if args.model is not None and not uses_e2e:
         raise DeidError("--model is the end-to-end model: use it with --system e2e")
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
-        if args.asr_cache is not None and not all(s in E2E_SYSTEMS for s in systems):
+        if args.asr_cache is not None and not all(s in table.E2E for s in systems):
             from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
 
             asr = CachedTranscriber(AsrOptions(model=args.asr_model), args.asr_cache)

@@ -22,9 +22,7 @@ from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import SPrivCounts, TextSpanScore, residual_risk, risk_summary, spriv, wer
 from deid_speech.redact import RedactOptions, redaction_regions
-from deid_speech.types import E2E_SYSTEMS, EntitySpan, Span, Transcript, Word
-
-SYSTEMS = ("cascade", "cascade+verify", "presidio", "spacy", *E2E_SYSTEMS)
+from deid_speech.types import EntitySpan, Span, Transcript, Word
 
 
 @dataclass
@@ -132,23 +130,7 @@ class SystemScore:
                 "residual_risk": risk_summary(self.risks).as_dict()}
 
 
-def _detectors(system: str) -> tuple[list, float]:
-    """(detectors, min_score) of a transcript-reading system (``e2e`` reads no shared
-    transcript: :func:`system_predictions` gives it its own Redactor)."""
-    if system == "cascade":
-        return None, 0.5  # the Redactor's own cascade and threshold
-    if system == "presidio":
-        from deid_speech.ner.presidio import PresidioDetector
-
-        return [PresidioDetector()], 0.0  # presidio applies its own score threshold
-    if system == "spacy":
-        from deid_speech.ner.spacy_plain import PlainSpacyDetector
-
-        return [PlainSpacyDetector()], 0.0
-    raise DeidError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
-
-
-def system_predictions(systems: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
+def system_predictions(names: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
                        options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
                        e2e=None) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
@@ -156,42 +138,43 @@ def system_predictions(systems: list[str], items: list[Item], asr_model: str = "
     ``e2e+patterns`` are their own ASR: one end-to-end model (``e2e_model``, default the
     shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
     ``e2e+patterns`` also runs the pattern detectors over."""
+    from deid_speech import systems
     from deid_speech.audio import load
     from deid_speech.pipeline import RedactConfig, Redactor
     from deid_speech.redact import redact_text
 
     redactors = {}
     verifying = None  # cascade+verify: the cascade's spans, then the e2e model's second opinion
-    for s in systems:  # one ASR model, shared by the transcript-reading systems; one e2e tagger
-        if s == "cascade+verify":
+    for s in names:  # one ASR model, shared by the transcript-reading systems; one e2e tagger
+        spec = systems.get(s)
+        if spec.verify:
             verifying = Redactor(RedactConfig(asr_model=asr_model, ner_model=ner_model, e2e_model=e2e_model,
                                               redact=options, verify=True), asr=asr, verifier=e2e)
             asr, e2e = verifying.asr, verifying.verifier
             continue
-        if s in E2E_SYSTEMS:
-            redactors[s] = Redactor(RedactConfig(system=s, e2e_model=e2e_model,
-                                                 redact=options), asr=e2e)
+        if spec.recognizer == "e2e":
+            redactors[s] = Redactor(RedactConfig(system=s, e2e_model=e2e_model, redact=options), asr=e2e)
             e2e = redactors[s].asr
             continue
-        dets, min_score = _detectors(s)
-        cfg = RedactConfig(asr_model=asr_model, min_score=min_score, redact=options,
+        cfg = RedactConfig(system=s, asr_model=asr_model, min_score=spec.min_score, redact=options,
                            ner_model=ner_model if s == "cascade" else None)
-        redactors[s] = Redactor(cfg, asr=asr, detectors=dets)
+        redactors[s] = Redactor(cfg, asr=asr)
         asr = redactors[s].asr
-    shared = next((r for s, r in redactors.items() if s not in E2E_SYSTEMS), verifying)
-    tagger = e2e if any(s in E2E_SYSTEMS for s in redactors) else None  # a tagger handed in but unused: idle
+    tagging = {s for s, r in redactors.items() if r.system.recognizer == "e2e"}
+    shared = next((r for s, r in redactors.items() if s not in tagging), verifying)
+    tagger = e2e if tagging else None  # a tagger handed in but unused: idle
     for item in items:
         try:
             audio = load(item.audio)
         except DeidError as exc:
             raise DeidError(f"{item.id}: {exc}") from None
         mono = audio.mono16k()
-        tr = shared.asr.transcribe(mono) if shared is not None else None
-        tagged = tagger.transcribe(mono) if tagger is not None else None
+        tr = shared.asr.recognize(mono).transcript if shared is not None else None
+        tagged = tagger.recognize(mono) if tagger is not None else None
         out = {}
         for name, r in redactors.items():
-            t = tagged if name in E2E_SYSTEMS else tr
-            spans = r.detect(t)
+            t, spans = (tagged.transcript, r.detect(tagged.transcript, tagged.spans)) if name in tagging else (
+                tr, r.detect(tr))
             out[name] = Prediction(spans, t, redact_text(t, spans), options)
         if verifying is not None:
             first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)

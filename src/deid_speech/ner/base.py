@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from deid_speech.errors import DeidError
 from deid_speech.types import Span, Transcript, Word
 
 
@@ -18,6 +19,10 @@ class Detector(Protocol):
 
 
 REGISTRY: dict[str, Callable[[], Detector]] = {}
+# where each detector registers itself: building one by name imports only its module
+MODULES = {"patterns": "deid_speech.ner.patterns", "cue-runs": "deid_speech.ner.cue_runs",
+           "spacy": "deid_speech.ner.spacy_ner", "spacy-plain": "deid_speech.ner.spacy_plain",
+           "ner": "deid_speech.ner.trained", "presidio": "deid_speech.ner.presidio"}
 
 
 def register(name: str):
@@ -25,6 +30,24 @@ def register(name: str):
         REGISTRY[name] = factory
         return factory
     return wrap
+
+
+def build(name: str, config=None) -> Detector | None:
+    """The detector registered as ``name``, made for ``config`` (a RedactConfig: a factory
+    with ``from_config`` reads its options there, and may return None when the config
+    needs no such detector, e.g. no trained NER); without ``from_config``, ``factory()``."""
+    from importlib import import_module
+
+    if name not in MODULES:
+        raise DeidError(f"unknown detector {name!r}; choose from {', '.join(MODULES)}")
+    import_module(MODULES[name])
+    factory = REGISTRY[name]
+    make = getattr(factory, "from_config", None)
+    return make(config) if make is not None and config is not None else factory()
+
+
+def build_all(names: tuple[str, ...], config=None) -> list[Detector]:
+    return [d for d in (build(n, config) for n in names) if d is not None]
 
 
 def span_from_words(transcript: Transcript, words: list[Word], label: str, score: float,

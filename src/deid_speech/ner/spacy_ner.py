@@ -197,6 +197,13 @@ class SpacyDetector:
         self.model = model
         self.nlp = load_spacy(model)
 
+    @classmethod
+    def from_config(cls, config) -> SpacyDetector | None:
+        """Only when PERSON or DATE is asked for (its only labels)."""
+        if not {"PERSON", "DATE"} & set(config.labels):
+            return None
+        return cls(config.spacy_model or DEFAULT_SPACY)
+
     def detect(self, transcript: Transcript) -> list[Span]:
         text = transcript.text
         out: list[Span] = []

@@ -65,6 +65,12 @@ def resolve_ner_model(value: str | None) -> str | None:
 class TrainedNerDetector:
     name = "ner"
 
+    @classmethod
+    def from_config(cls, config) -> TrainedNerDetector | None:
+        """The config's ``ner_model`` (``default``: the shipped one; None/"none": no NER)."""
+        folder = resolve_ner_model(config.ner_model)
+        return cls(folder) if folder else None
+
     def __init__(self, model: str | Path, score: float = 0.6):
         path = Path(model)
         if not (path / "meta.json").is_file():

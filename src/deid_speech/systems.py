@@ -1,0 +1,54 @@
+"""The redaction systems, in one table: which recogniser each uses, which detectors (by
+their registered names, :mod:`deid_speech.ner.base`) read its transcript, in what order,
+and where it is offered. ``deid-speech redact --system``, ``deid-speech eval --system``,
+:class:`deid_speech.pipeline.Redactor` and the experiment matrix all read it.
+
+* ``cascade`` (default): Whisper, then the spoken-form patterns, cue-anchored runs, spaCy
+  with cues and name slots (when PERSON or DATE is asked for) and the trained NER.
+* ``e2e``: the end-to-end Whisper writes the transcript and tags the entities itself.
+* ``e2e+patterns``: the e2e model's tags plus the spoken-form detectors over its
+  transcript, a safety net for entities the model tags only in part (on the example call:
+  36 % of entity audio left audible by the model alone, 4 % with the patterns).
+* eval-only baselines: ``cascade+verify`` (the cascade with the e2e model's second opinion
+  on what stays audible), ``presidio`` and ``spacy`` (text-PII peers over Whisper's text).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deid_speech.errors import DeidError
+
+CASCADE = ("patterns", "cue-runs", "spacy", "ner")
+SPOKEN_FORM = ("patterns", "cue-runs")
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    recognizer: str  # "whisper" (plain transcripts) | "e2e" (the tagging model: transcript and spans)
+    detectors: tuple[str, ...]  # registered detector names, run in this order over the transcript
+    redact: bool  # offered by `deid-speech redact` (False: an evaluation baseline only)
+    min_score: float = 0.5  # detections below it are dropped (peers apply their own threshold: 0)
+    verify: bool = False  # the e2e model's second opinion on the audio left audible
+    trains: str | None = None  # the model `deid-speech experiment` trains for it (`train ner|e2e`)
+
+
+TABLE: dict[str, System] = {s.name: s for s in (
+    System("cascade", "whisper", CASCADE, redact=True, trains="ner"),
+    System("e2e", "e2e", (), redact=True, trains="e2e"),
+    System("e2e+patterns", "e2e", SPOKEN_FORM, redact=True),
+    System("cascade+verify", "whisper", CASCADE, redact=False, verify=True),
+    System("presidio", "whisper", ("presidio",), redact=False, min_score=0.0),
+    System("spacy", "whisper", ("spacy-plain",), redact=False, min_score=0.0),
+)}
+REDACT = tuple(n for n, s in TABLE.items() if s.redact)  # `deid-speech redact --system`
+EVAL = tuple(TABLE)  # `deid-speech eval --system`
+E2E = tuple(n for n, s in TABLE.items() if s.recognizer == "e2e")
+TRAINABLE = tuple(n for n, s in TABLE.items() if s.trains)
+
+
+def get(name: str, offered: tuple[str, ...] = EVAL) -> System:
+    """The system ``name`` among ``offered``, or a one-line DeidError listing them."""
+    if name not in offered:
+        raise DeidError(f"unknown system {name!r}; choose from {', '.join(offered)}")
+    return TABLE[name]
