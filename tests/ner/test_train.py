@@ -205,3 +205,25 @@ def test_shipped_model_reaches_its_recorded_dev_score():
     rows = [json.loads(line) for line in (SHIPPED / report["dev_examples"]).read_text().splitlines() if line]
     got = T.evaluate_text(SHIPPED, [T.TextExample.from_dict(d) for d in rows])
     assert got["ents_f"] >= report["best_dev"]["ents_f"] - 0.02, got
+
+
+def test_training_options_come_from_flags_then_a_config_file(tmp_path) -> None:
+    import argparse
+
+    from deid_speech.errors import DeidError
+    from deid_speech.options import build
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    p = T.add_parser(sub)
+    cfg = tmp_path / "ner.toml"
+    cfg.write_text('max_epochs = 4\nlearn_rate = 0.01\nasr_noise = true\nspacy_config = "my.cfg"\n')
+    base = ["--train", "a.jsonl", "--dev", "b.jsonl", "--out", "o", "--config", str(cfg)]
+    opts = build(p.parse_args(base + ["--max-epochs", "6"]), T.TrainOptions)
+    assert (opts.max_epochs, opts.learn_rate, opts.asr_noise, opts.patience) == (6, 0.01, True, 8)
+    assert opts.spacy_config == Path("my.cfg")
+    cfg.write_text("epochs = 4\n")
+    with pytest.raises(DeidError, match="unknown option.*epochs"):
+        build(p.parse_args(base), T.TrainOptions)
+    cfg.write_text('max_epochs = "many"\n')
+    with pytest.raises(DeidError, match="max_epochs must be int"):
+        build(p.parse_args(base), T.TrainOptions)

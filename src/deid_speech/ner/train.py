@@ -26,7 +26,7 @@ import random
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from deid_speech.errors import DeidError
@@ -400,15 +400,23 @@ def evaluate_text(model: str | Path, examples: Sequence[TextExample]) -> dict:
 
 @dataclass(frozen=True)
 class TrainOptions:
+    """The options of ``deid-speech train ner`` (flags and ``--config`` keys come from here)."""
+
     seed: int = 0
     max_epochs: int = 30
-    patience: int = 8
+    patience: int = field(default=8, metadata={"help": "epochs without a dev gain before stopping"})
     batch_size: int = 32
     dropout: float = 0.2
-    learn_rate: float = 0.001
-    written_copies: int = 2
-    asr_copies: int = 2
-    max_train: int = 8000
+    learn_rate: float = field(default=0.001, metadata={"help": "Adam learning rate"})
+    written_copies: int = field(default=2, metadata={"help": "written-form copies per record"})
+    asr_copies: int = field(default=2, metadata={"help": "times each ASR-noised example is used per epoch"})
+    max_train: int = field(default=8000, metadata={"help": "cap on training examples"})
+    asr_noise: bool = field(default=False, metadata={
+        "help": "add Whisper transcripts of manifest audio, entities projected by time"})
+    asr_model: str = "tiny.en"
+    asr_cache: Path | None = field(default=None, metadata={
+        "help": "Whisper transcript cache, shared with `eval --asr-cache` (default: out/cache/asr-transcripts.jsonl)"})
+    spacy_config: Path | None = field(default=None, metadata={"help": "a spaCy config file (default: built in)"})
 
     def __post_init__(self) -> None:
         if self.max_epochs < 1 or self.patience < 1 or self.batch_size < 1 or self.asr_copies < 1:
@@ -470,7 +478,7 @@ def train(train_ex: list[TextExample], dev_ex: list[TextExample], out: Path, opt
     kinds = lambda xs: {k: sum(1 for x in xs if x.kind == k) for k in ("spoken", "written", "asr")}  # noqa: E731
     report = {
         **(info or {}),
-        "seed": opts.seed, "options": opts.__dict__,
+        "seed": opts.seed, "options": {k: str(v) if isinstance(v, Path) else v for k, v in opts.__dict__.items()},
         "config": config_text if config_text != DEFAULT_CONFIG else "builtin (deid_speech.ner.train.DEFAULT_CONFIG)",
         "data": {"train": {"examples": len(train_ex), **kinds(train_ex),
                            "entities": sum(len(x.entities) for x in train_ex)},
@@ -497,56 +505,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--train", type=Path, nargs="+", required=True,
                    help="JSONL text records (data/seed/*.jsonl) or voiced manifests (manifest.jsonl)")
     p.add_argument("--dev", type=Path, nargs="+", required=True, help="dev records, same formats")
-    p.add_argument("--out", type=Path, required=True, help="output folder (e.g. models/ner)")
-    p.add_argument("--config", type=Path, default=None, help="a spaCy config file (default: built in)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--asr-noise", action="store_true",
-                   help="add Whisper transcripts of manifest audio, entities projected by time")
-    p.add_argument("--asr-model", default="tiny.en")
-    p.add_argument("--asr-cache", type=Path, default=None,
-                   help="Whisper transcript cache, shared with `eval --asr-cache` "
-                        "(default: out/cache/asr-transcripts.jsonl)")
-    p.add_argument("--max-epochs", type=int, default=30)
-    p.add_argument("--patience", type=int, default=8, help="epochs without a dev gain before stopping (8)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--dropout", type=float, default=0.2)
-    p.add_argument("--learn-rate", type=float, default=0.001, help="Adam learning rate (0.001)")
-    p.add_argument("--written-copies", type=int, default=2, help="written-form copies per record (2)")
-    p.add_argument("--asr-copies", type=int, default=2,
-                   help="times each ASR-noised example is used per epoch (2)")
-    p.add_argument("--max-train", type=int, default=8000, help="cap on training examples (8000)")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    from deid_speech.options import add_options
+
+    add_options(p, TrainOptions)  # every option a flag and a --config key
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
-    opts = TrainOptions(seed=args.seed, max_epochs=args.max_epochs, patience=args.patience,
-                        batch_size=args.batch_size, dropout=args.dropout,
-                        learn_rate=args.learn_rate,
-                        written_copies=args.written_copies, asr_copies=args.asr_copies,
-                        max_train=args.max_train)
+    from deid_speech.options import build
+
+    opts = build(args, TrainOptions)
     config_text = DEFAULT_CONFIG
-    if args.config is not None:
-        if not args.config.is_file():
-            raise DeidError(f"{args.config}: no such config file")
-        config_text = args.config.read_text(encoding="utf-8")
+    if opts.spacy_config is not None:
+        if not opts.spacy_config.is_file():
+            raise DeidError(f"{opts.spacy_config}: no such spaCy config file")
+        config_text = opts.spacy_config.read_text(encoding="utf-8")
     train_rows = [r for p in args.train for r in read_records(p)]
     dev_rows = [r for p in args.dev for r in read_records(p)]
     log = logging.getLogger(__name__).info  # progress, on stderr through the CLI's handler
     train_asr: list[TextExample] = []
     dev_asr: list[TextExample] = []
-    if args.asr_noise:
+    if opts.asr_noise:
         if not any(r.get("audio") for r in train_rows + dev_rows):
             raise DeidError("--asr-noise needs voiced manifests (records with 'audio')")
-        cache = args.asr_cache or Path("out") / "cache" / "asr-transcripts.jsonl"
-        train_asr = asr_examples(train_rows, args.asr_model, cache, log)
-        dev_asr = asr_examples(dev_rows, args.asr_model, cache, log)
+        cache = opts.asr_cache or Path("out") / "cache" / "asr-transcripts.jsonl"
+        train_asr = asr_examples(train_rows, opts.asr_model, cache, log)
+        dev_asr = asr_examples(dev_rows, opts.asr_model, cache, log)
     rng = random.Random(opts.seed)
     train_ex = build_examples(train_rows, rng, opts.written_copies, train_asr, opts.asr_copies)
     dev_ex = build_examples(dev_rows, random.Random(opts.seed + 1), 1, dev_asr)
     log(f"train: {len(train_ex)} examples, dev: {len(dev_ex)}")
     info = {"inputs": {"train": [str(p) for p in args.train], "dev": [str(p) for p in args.dev]},
-            "asr_noise": bool(args.asr_noise), "asr_model": args.asr_model if args.asr_noise else None}
+            "asr_noise": bool(opts.asr_noise), "asr_model": opts.asr_model if opts.asr_noise else None}
     report = train(train_ex, dev_ex, args.out, opts, config_text, info, log)
     report["wall_s_total"] = round(time.time() - t0, 1)
     (args.out / "training.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
