@@ -11,7 +11,7 @@ ROOT = Path(deid_speech.__file__).parent
 INFERENCE = ["deid_speech.pipeline", "deid_speech.e2e.infer", "deid_speech.e2e.shipped", "deid_speech.asr.whisper",
              "deid_speech.asr.models", "deid_speech.asr.hf", "deid_speech.redact", "deid_speech.writers",
              "deid_speech.models"]
-TRAINING = {"deid_speech.asr.trainer", "deid_speech.asr.train_data", "deid_speech.asr.finetune",
+TRAINING = {"deid_speech.asr.trainer", "deid_speech.asr.train_data", "deid_speech.asr.train_cli",
             "deid_speech.e2e.train", "deid_speech.ner.train", "deid_speech.experiment", "deid_speech.make_dataset",
             "deid_speech.tts.dataset", "deid_speech.augment.run", "deid_speech.augment.llm"}
 

@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # `deid-speech train TARGET`: each target's module has add_parser(subparsers) and run(args)
-TRAIN_TARGETS = {"ner": "deid_speech.ner.train", "asr": "deid_speech.asr.finetune",
+TRAIN_TARGETS = {"ner": "deid_speech.ner.train", "asr": "deid_speech.asr.train_cli",
                  "e2e": "deid_speech.e2e.train"}
 
 

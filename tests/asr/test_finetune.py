@@ -1,4 +1,4 @@
-"""The shared Whisper trainer (deid_speech.asr.finetune) and `deid-speech train asr`.
+"""The shared Whisper trainer (deid_speech.asr.trainer, .train_data, .hf) and `deid-speech train asr`.
 
 Quick tests train a random tiny Whisper (d_model 64, 2+2 layers) that uses the real tiny.en
 tokenizer and feature extractor (from the provisioned HF folder) on three synthetic clips.
@@ -126,10 +126,17 @@ def test_labels_leave_out_the_start_token(hf_tiny_en: Path) -> None:
 
 
 # ------------------------------------------------------------------------------ training
-def test_training_loss_falls_and_the_best_model_is_saved(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+def test_training_loss_falls_and_the_best_model_is_saved(random_base: Path, manifest: Path, tmp_path: Path,
+                                                         caplog) -> None:
+    import logging
+
     recs = load_records(manifest)
     out = tmp_path / "run"
-    s = finetune_run(recs, out, _opts(random_base, out, max_steps=8, eval_every=4), dev_score=_zero)
+    with caplog.at_level(logging.INFO, logger="deid_speech.asr.trainer"):
+        s = finetune_run(recs, out, _opts(random_base, out, max_steps=8, eval_every=4, log_every=2), dev_score=_zero)
+    logged = [r.getMessage() for r in caplog.records if r.name == "deid_speech.asr.trainer"]
+    assert "step 4/8: dev score 0.0000, train loss" in " ".join(logged) and "(best)" in logged[2]
+    assert sum("train loss" in m and "s/step" in m for m in logged) == 4  # every 2 of 8 steps
     losses = [x for _, x in s["train_losses"]]
     assert len(losses) == 8 and losses[-1] < losses[0] - 1.0, losses  # from ~ln(51864) = 10.9
     assert {"config.json", "model.safetensors", "tokenizer.json", "preprocessor_config.json"} <= \

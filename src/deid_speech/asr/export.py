@@ -1,4 +1,17 @@
-"""An HF Whisper folder to CTranslate2 (faster-whisper), added special tokens kept."""
+"""An HF Whisper folder to CTranslate2 (faster-whisper): :func:`export_ct2`.
+
+Added special tokens and the exported CTranslate2 model (checked with ctranslate2 4.8.5 and
+faster-whisper 1.2.1): the tokens are in ``OUT/ct2/vocabulary.json`` and ``tokenizer.json``
+after the timestamp tokens (tiny.en: ids 51864, 51865, ...); CTranslate2 still treats tiny.en
++ tags as English-only (``lang_ids`` is empty). But faster-whisper's ``Tokenizer.decode``
+keeps only ids below ``<|endoftext|>`` (50256), so tags vanish from its segment text and
+words, and in its default timestamp mode every id >= ``<|notimestamps|>`` + 1 counts as a
+timestamp, so a tag would split segments at a bogus "30.00 s". To read tags, decode with
+``without_timestamps=True`` and the HF tokenizer (``model.hf_tokenizer.decode(ids)``), or call
+``model.model.generate`` (CTranslate2) directly.
+
+Used by inference (:mod:`deid_speech.e2e.shipped`) and training; imports no training module.
+"""
 from __future__ import annotations
 
 import json
@@ -47,3 +60,4 @@ def _ct2_vocabulary(folder: Path) -> list[str]:
     if (folder / "vocabulary.txt").is_file():
         return (folder / "vocabulary.txt").read_text(encoding="utf-8").split("\n")
     return []
+

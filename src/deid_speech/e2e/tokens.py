@@ -88,7 +88,7 @@ def init_tag_embedding(model: Any, processor: Any, token: str) -> None:
 
 def add_tags_to_model(model: Any, processor: Any) -> list[int]:
     """Tags into the tokenizer, embeddings resized, new rows initialised, through the
-    shared trainer's :func:`deid_speech.asr.finetune.add_tokens` (which ``train e2e``
+    shared trainer's :func:`deid_speech.asr.hf.add_tokens` (which ``train e2e``
     uses too); returns the tag ids."""
     from deid_speech.asr.hf import add_tokens
 

@@ -3,22 +3,37 @@
 Targets are the manifest records' tagged transcripts (:func:`deid_speech.e2e.tokens.target_text`);
 the nine tags become special tokens whose embeddings start from their label's word
 pieces (:func:`deid_speech.e2e.tokens.init_tag_embedding`). Training is the shared
-Whisper trainer (:func:`deid_speech.asr.finetune.finetune`); the best checkpoint is
+Whisper trainer (:func:`deid_speech.asr.trainer.finetune`); the best checkpoint is
 chosen by the dev split's timestamp-overlap F1 of this package's own inference
 (:func:`dev_score`), the paper's metric.
 
     deid-speech train e2e --train DIR/train/manifest.jsonl --dev DIR/dev/manifest.jsonl --out runs/e2e
+
+Options are the fields of :class:`deid_speech.asr.train_cli.TrainInputs`,
+:class:`deid_speech.asr.trainer.FinetuneOptions` (with the defaults in :data:`DEFAULTS`)
+and :class:`E2EInputs`; ``--config FILE`` (TOML) sets them too.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deid_speech import options
 from deid_speech.errors import DeidError
+
+# FinetuneOptions defaults that differ for tagging (a new task: more epochs, a higher learning rate)
+DEFAULTS = {"epochs": 5, "lr": 1e-4, "warmup_steps": 20, "eval_every": 30}
+
+
+@dataclass(frozen=True)
+class E2EInputs:
+    """Options of ``train e2e`` only."""
+
+    lora: bool = field(default=False, metadata={"help": "LoRA adapters (needs peft; not available yet)"})
 
 
 def entity_spans(record: dict) -> list:
@@ -79,82 +94,47 @@ def dev_score(model: Any, processor: Any, records: list[dict]) -> float:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from deid_speech.asr.train_cli import TrainInputs
     from deid_speech.asr.trainer import FinetuneOptions
 
-    d = FinetuneOptions(out=Path("."))
     p = subparsers.add_parser(
         "e2e", help="fine-tune Whisper to write entity tags (end-to-end de-identification)",
         description="Fine-tunes Whisper on `deid-speech tts` manifests whose tagged transcripts "
                     "([PHONE] nine eight ... [PHONE]) become the targets, the tags special tokens. "
                     "Keeps the checkpoint with the best dev timestamp F1 as an HF folder in OUT "
                     "(use it with `deid-speech redact --system e2e --model OUT`), checkpoints in "
-                    "OUT/checkpoint (a rerun resumes) and OUT/training.json.")
-    p.add_argument("--train", type=Path, required=True, help="training manifest.jsonl (or its folder)")
-    p.add_argument("--dev", type=Path, required=True, help="dev manifest.jsonl (or its folder)")
-    p.add_argument("--base", default=d.base, help="tiny.en, base, or a Whisper model folder (default %(default)s)")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--device", default=d.device, help="cpu or cuda (default %(default)s)")
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides --epochs)")
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--grad-accum", type=int, default=d.grad_accum)
-    p.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default %(default)s)")
-    p.add_argument("--warmup-steps", type=int, default=20)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--eval-every", type=int, default=30, help="optimizer steps between dev evaluations")
-    p.add_argument("--patience", type=int, default=d.patience, help="evaluations without improvement (0: off)")
-    p.add_argument("--freeze-encoder", action="store_true")
-    p.add_argument("--lora", action="store_true", help="LoRA adapters (needs peft; not available yet)")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N training (and dev) records")
-    p.add_argument("--no-resume", dest="resume", action="store_false", help="start over, dropping a checkpoint")
-    p.add_argument("--no-ct2", dest="ct2", action="store_false", help="skip the CTranslate2 export")
-    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+                    "OUT/checkpoint (a rerun resumes) and OUT/training.json. "
+                    "Options can also come from a TOML --config file (keys: the option names with _).")
+    options.add_options(p, TrainInputs)
+    options.add_options(p, FinetuneOptions, defaults=DEFAULTS)
+    options.add_options(p, E2EInputs)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from deid_speech.asr.finetune import train_dev_records
     from deid_speech.asr.hf import base_folder
+    from deid_speech.asr.train_cli import TrainInputs, log_to_stderr, progress_bar, train_dev_records
     from deid_speech.asr.trainer import FinetuneOptions, finetune
     from deid_speech.e2e.tags import TAG_TEXTS
     from deid_speech.e2e.tokens import init_tag_embedding, target_text
 
-    if args.lora:
+    if options.build(args, E2EInputs).lora:
         raise DeidError("--lora needs the peft package, which this installation does not include; "
                         "train without --lora")
-    train, dev = train_dev_records(args)
+    inputs = options.build(args, TrainInputs)
+    train, dev = train_dev_records(inputs)
     for name, recs in (("train", train), ("dev", dev)):
         bad = [r.get("id") for r in recs if not isinstance(r.get("tagged"), str)]
         if bad:
             raise DeidError(f"--{name}: record {bad[0]} has no 'tagged' transcript (a `deid-speech tts` manifest has)")
     for r in dev:
         entity_spans(r)
-    try:
-        opts = FinetuneOptions(out=args.out, base=args.base, device=args.device, epochs=args.epochs,
-                               max_steps=args.max_steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
-                               lr=args.lr, warmup_steps=args.warmup_steps, seed=args.seed,
-                               eval_every=args.eval_every, patience=args.patience,
-                               freeze_encoder=args.freeze_encoder, resume=args.resume, ct2=args.ct2)
-    except ValueError as e:
-        raise DeidError(str(e)) from None
+    opts = options.build(args, FinetuneOptions)
     base_folder(opts.base)  # an unknown base fails before anything heavy
-    bar = None
-    if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()):
-        from tqdm import tqdm
-
-        bar = tqdm(unit="step", file=sys.stderr, desc="train e2e", dynamic_ncols=True)
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.total, bar.n = total, done
-            bar.refresh()
-
-    try:
+    log_to_stderr()
+    with progress_bar(inputs.progress, "train e2e") as progress:
         summary = finetune(train, dev, opts, target_fn=target_text, extra_tokens=TAG_TEXTS,
                            init_token=init_tag_embedding, dev_score=dev_score, progress=progress)
-    finally:
-        if bar is not None:
-            bar.close()
     evals = summary["evals"]
     print(json.dumps({"out": summary["out"], "steps": summary["steps"], "best_step": summary["best_step"],
                       "dev_f1_first": evals[0]["dev_score"] if evals else None,
