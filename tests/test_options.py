@@ -133,3 +133,40 @@ def test_training_command_defaults(target: str, epochs: int, lr: float) -> None:
                                       "--no-resume", "--no-ct2", "--freeze-encoder", "--max-steps", "4"])
     opts = build(args, FinetuneOptions)
     assert (opts.resume, opts.ct2, opts.freeze_encoder, opts.max_steps) == (False, False, True, 4)
+
+
+@pytest.mark.parametrize("command", [["augment", "--out", "o.jsonl", "--backend", "template"],
+                                     ["tts", "--in", "x.jsonl", "--out-dir", "o"],
+                                     ["train", "ner", "--train", "a.jsonl", "--dev", "b.jsonl", "--out", "o"],
+                                     ["train", "asr"], ["train", "e2e"]])
+def test_every_training_and_data_command_takes_a_config_file(command, tmp_path, capsys) -> None:
+    from deid_speech.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("no_such_option = 1\n")
+    assert main([*command, "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "unknown option(s) no_such_option" in err and len(err.strip().splitlines()) == 1
+
+
+def test_data_command_options_come_from_the_file(tmp_path) -> None:
+    import argparse
+
+    from deid_speech.augment.llm import BackendOptions
+    from deid_speech.augment.run import AugmentOptions
+    from deid_speech.cli import build_parser
+    from deid_speech.tts.cli import VoiceOptions
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('n = 7\nstrategy = "diverse"\nbackend = "template"\n')
+    args = build_parser().parse_args(["augment", "--out", "o", "--config", str(cfg), "--n", "9"])
+    assert (build(args, AugmentOptions).n, build(args, AugmentOptions).strategy, build(args, BackendOptions).backend) \
+        == (9, "diverse", "template")
+    cfg.write_text('workers = 2\naugment = "telephone"\n')
+    args = build_parser().parse_args(["tts", "--in", "x", "--out-dir", "o", "--config", str(cfg)])
+    v = build(args, VoiceOptions)
+    assert (v.workers, v.augment, v.voices) == (2, "telephone", "default") and "flite" in v.held_out
+    cfg.write_text('augment = "loud"\n')
+    with pytest.raises(DeidError, match="augment must be one of"):
+        build(build_parser().parse_args(["tts", "--in", "x", "--out-dir", "o", "--config", str(cfg)]), VoiceOptions)
+    assert isinstance(args, argparse.Namespace)

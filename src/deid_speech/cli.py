@@ -109,17 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
-    a.add_argument("--strategy", choices=("similar", "diverse"), default="similar")
-    a.add_argument("--temperature", type=float, default=None,
-                   help="default: 0.3 for similar, 0.6 for diverse (the paper's)")
-    a.add_argument("--n", type=int, default=100, help="sentences to accept")
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--backend", choices=("ollama", "llamacpp", "template"), default="llamacpp")
-    a.add_argument("--model", default=None,
-                   help="ollama model name (default llama3.1) or GGUF file (default: the embedded SmolLM2)")
-    a.add_argument("--host", default="http://localhost:11434", help="Ollama server")
-    a.add_argument("--per-request", type=int, default=20)
-    a.add_argument("--max-requests", type=int, default=None)
+    from deid_speech.augment.llm import BackendOptions
+    from deid_speech.augment.run import AugmentOptions
+    from deid_speech.options import add_options
+
+    add_options(a, AugmentOptions)  # every option a flag and a --config key
+    add_options(a, BackendOptions)
     a.add_argument("--in", dest="seed_file", type=Path, default=None,
                    help="tagged seed JSONL (default: the shipped seed corpus, train part)")
     a.add_argument("--out", type=Path, required=True)
@@ -159,9 +154,10 @@ def _module(name: str):
 def cmd_augment(args: argparse.Namespace) -> int:
     import json
 
-    from deid_speech.augment.llm import make_backend
+    from deid_speech.augment.llm import BackendOptions, make_backend
     from deid_speech.augment.run import AugmentOptions, augment
     from deid_speech.augment.seed import load_split
+    from deid_speech.options import build
 
     if args.seed_file is None:  # the shipped seed corpus's training part
         from deid_speech import models
@@ -171,15 +167,14 @@ def cmd_augment(args: argparse.Namespace) -> int:
         raise DeidError(f"{args.seed_file}: no such seed file")
     if args.out.resolve() == args.seed_file.resolve():
         raise DeidError("--out must not be the seed file")
-    opts = AugmentOptions(strategy=args.strategy, temperature=args.temperature, n=args.n, seed=args.seed,
-                          per_request=args.per_request, max_requests=args.max_requests)
-    backend = make_backend(args.backend, args.model, [r["tagged"] for r in load_split(args.seed_file)],
-                           host=args.host)
+    opts, llm = build(args, AugmentOptions), build(args, BackendOptions)
+    backend = make_backend(llm.backend, llm.model, [r["tagged"] for r in load_split(args.seed_file)],
+                           host=llm.host)
     bar = None
     if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()):
         from tqdm import tqdm
 
-        bar = tqdm(total=opts.n, unit="sent", file=sys.stderr, desc=f"{args.strategy} t={opts.temp:g}")
+        bar = tqdm(total=opts.n, unit="sent", file=sys.stderr, desc=f"{opts.strategy} t={opts.temp:g}")
 
     def progress(done: int, total: int) -> None:
         if bar:

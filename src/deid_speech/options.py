@@ -68,6 +68,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, defaults: dict[st
             default = defaults[f.name]
         elif f.default is not dataclasses.MISSING:
             default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
         else:
             default = dataclasses.MISSING
         help_ = f.metadata.get("help", "")

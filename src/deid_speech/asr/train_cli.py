@@ -2,7 +2,8 @@
 
 Every option is a field of :class:`TrainInputs` or :class:`~deid_speech.asr.trainer.FinetuneOptions`,
 turned into flags and ``--config FILE`` keys by :mod:`deid_speech.options`; ``train e2e``
-shares :class:`TrainInputs`, :func:`train_dev_records`, :func:`progress_bar` and :func:`log_to_stderr`.
+shares :class:`TrainInputs`, :func:`train_dev_records` and :func:`progress_bar`. Progress goes
+to ``logging``; the CLI shows it on stderr.
 
     deid-speech train asr --train DIR/train --dev DIR/dev --out runs/asr --max-steps 200
     deid-speech train asr --config configs/asr.toml --device cuda
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -73,18 +73,6 @@ def progress_bar(mode: str, desc: str) -> Iterator[Callable[[int, int], None]]:
             bar.close()
 
 
-def log_to_stderr() -> None:
-    """The trainer's progress messages (INFO) as plain lines on stderr, unless logging is
-    configured already (a handler on the root or the package logger)."""
-    pkg = logging.getLogger("deid_speech")
-    if pkg.level == logging.NOTSET:
-        pkg.setLevel(logging.INFO)
-    if not pkg.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        pkg.addHandler(handler)
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from deid_speech.asr.trainer import FinetuneOptions
 
@@ -108,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
     opts = options.build(args, FinetuneOptions)
     base_folder(opts.base)  # unknown base: fail before anything heavy
     torch_device(opts.device)
-    log_to_stderr()
     with progress_bar(inputs.progress, "train asr") as progress:
         summary = finetune(train, dev, opts, progress=progress)
     first = summary["evals"][0]["dev_score"] if summary["evals"] else None

@@ -131,6 +131,16 @@ class TemplateBackend:
 BACKENDS = ("ollama", "llamacpp", "template")
 
 
+@dataclass(frozen=True)
+class BackendOptions:
+    """Which LLM writes the sentences (``deid-speech augment`` flags and ``--config`` keys)."""
+
+    backend: str = field(default="llamacpp", metadata={"choices": ("ollama", "llamacpp", "template")})
+    model: str | None = field(default=None, metadata={
+        "help": "ollama model name (default llama3.1) or GGUF file (default: the embedded SmolLM2)"})
+    host: str = field(default="http://localhost:11434", metadata={"help": "Ollama server"})
+
+
 def make_backend(kind: str, model: str | None, seed_tagged: list[str], host: str = "http://localhost:11434"):
     """The backend named ``kind``: Ollama (``model`` default llama3.1), llama.cpp (``model``
     a GGUF file, default the embedded SmolLM2), or the template backend over ``seed_tagged``."""

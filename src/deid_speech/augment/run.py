@@ -13,7 +13,7 @@ import math
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from deid_speech.augment.llm import Request
@@ -28,13 +28,17 @@ from deid_speech.types import parse_tagged, render_tagged
 
 @dataclass(frozen=True)
 class AugmentOptions:
-    strategy: str = "similar"
-    temperature: float | None = None  # None: the paper's default for the strategy
-    n: int = 100
+    """The options of ``deid-speech augment`` (flags and ``--config`` keys come from here)."""
+
+    strategy: str = field(default="similar", metadata={"choices": STRATEGIES})
+    temperature: float | None = field(default=None, metadata={
+        "help": "default: 0.3 for similar, 0.6 for diverse (the paper's)"})
+    n: int = field(default=100, metadata={"help": "sentences to accept"})
     seed: int = 0
-    per_request: int = PER_REQUEST
-    examples: int = 5
-    max_requests: int | None = None  # None: 10x what a perfect model would need
+    per_request: int = field(default=PER_REQUEST, metadata={"help": "sentences asked for per LLM request"})
+    examples: int = field(default=5, metadata={"help": "seed sentences shown per request"})
+    max_requests: int | None = field(default=None, metadata={
+        "help": "give up after this many requests (default: 10x what a perfect model would need)"})
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -113,7 +113,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from deid_speech.asr.hf import base_folder
-    from deid_speech.asr.train_cli import TrainInputs, log_to_stderr, progress_bar, train_dev_records
+    from deid_speech.asr.train_cli import TrainInputs, progress_bar, train_dev_records
     from deid_speech.asr.trainer import FinetuneOptions, finetune
     from deid_speech.e2e.tags import TAG_TEXTS
     from deid_speech.e2e.tokens import init_tag_embedding, target_text
@@ -131,7 +131,6 @@ def run(args: argparse.Namespace) -> int:
         entity_spans(r)
     opts = options.build(args, FinetuneOptions)
     base_folder(opts.base)  # an unknown base fails before anything heavy
-    log_to_stderr()
     with progress_bar(inputs.progress, "train e2e") as progress:
         summary = finetune(train, dev, opts, target_fn=target_text, extra_tokens=TAG_TEXTS,
                            init_token=init_tag_embedding, dev_score=dev_score, progress=progress)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from deid_speech.errors import DeidError
@@ -18,20 +19,41 @@ from deid_speech.errors import DeidError
 SPLITS = ("train", "dev", "test")
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return n
+def _held_out() -> str:
+    from deid_speech.tts.voices import DEFAULT_HELD_OUT
+
+    return ",".join(DEFAULT_HELD_OUT)
+
+
+def _policies() -> tuple[str, ...]:
+    from deid_speech.tts.channel import POLICIES
+
+    return tuple(POLICIES)
+
+
+@dataclass(frozen=True)
+class VoiceOptions:
+    """The options of ``deid-speech tts`` (flags and ``--config`` keys come from here)."""
+
+    voices: str = field(default="default", metadata={
+        "help": "comma-separated voice names, or 'default' (the catalogue's voices allowed for the split)"})
+    held_out: str = field(default_factory=_held_out, metadata={
+        "help": "voices reserved for dev/test, never used for train"})
+    split: str | None = field(default=None, metadata={
+        "choices": SPLITS, "help": "which split this is (default: the input file's name if train/dev/test, else train)"})
+    augment: str = field(default="light", metadata={"choices": _policies()})
+    workers: int = 1
+    seed: int = 0
+    limit: int | None = field(default=None, metadata={"help": "voice only the first N records"})
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or (self.limit is not None and self.limit < 1):
+            raise ValueError("--workers and --limit must be at least 1")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``tts`` subcommand to ``subparsers``; return its parser."""
-    from deid_speech.tts.channel import POLICIES
-    from deid_speech.tts.voices import DEFAULT_HELD_OUT
+    from deid_speech.options import add_options
 
     p = subparsers.add_parser(
         "tts", help="voice tagged sentences into FLAC + a manifest with entity time spans",
@@ -42,17 +64,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--in", dest="in_file", type=Path, required=True,
                    help="JSONL with a 'tagged' field per line (seed split or augmentation output)")
     p.add_argument("--out-dir", type=Path, required=True)
-    p.add_argument("--voices", default="default",
-                   help="comma-separated voice names, or 'default' (the catalogue's voices allowed "
-                        "for the split)")
-    p.add_argument("--held-out", default=",".join(DEFAULT_HELD_OUT),
-                   help="voices reserved for dev/test, never used for train (default: %(default)s)")
-    p.add_argument("--split", choices=SPLITS, default=None,
-                   help="which split this is (default: the input file's name if train/dev/test, else train)")
-    p.add_argument("--augment", choices=tuple(POLICIES), default="light")
-    p.add_argument("--workers", type=_positive, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--limit", type=_positive, default=None, help="voice only the first N records")
+    add_options(p, VoiceOptions)  # every option a flag and a --config key
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     return p
 
@@ -64,21 +76,23 @@ def infer_split(path: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the ``tts`` subcommand; print the summary as JSON. DeidError for user errors."""
+    from deid_speech.options import build
     from deid_speech.tts.base import BackendUnavailable
     from deid_speech.tts.dataset import voice_manifest
     from deid_speech.tts.voices import split_voice_list
 
+    o = build(args, VoiceOptions)
     if not args.in_file.is_file():
         raise DeidError(f"{args.in_file}: no such input file")
-    voices = None if args.voices.strip() == "default" else split_voice_list(args.voices)
+    voices = None if o.voices.strip() == "default" else split_voice_list(o.voices)
     if voices == []:
         raise DeidError("--voices is empty")
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     try:
-        summary = voice_manifest(args.in_file, args.out_dir, voices, augment=args.augment,
-                                 seed=args.seed, workers=args.workers,
-                                 held_out=split_voice_list(args.held_out),
-                                 split=args.split or infer_split(args.in_file), limit=args.limit,
+        summary = voice_manifest(args.in_file, args.out_dir, voices, augment=o.augment,
+                                 seed=o.seed, workers=o.workers,
+                                 held_out=split_voice_list(o.held_out),
+                                 split=o.split or infer_split(args.in_file), limit=o.limit,
                                  progress=progress)
     except BackendUnavailable as exc:
         raise DeidError(str(exc)) from None
