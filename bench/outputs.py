@@ -119,13 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
-    from deid_speech.manifest import read_resumable as read_jsonl
+    from deid_speech.manifest import read_resumable
     from deid_speech.pipeline import RedactConfig, Redactor, redact_file
     from deid_speech.redact import Operator, RedactOptions, TextRedactor, value_key
     from deid_speech.types import Span
     from deid_speech.writers import FORMATS, WRITERS
 
-    rows = list(read_jsonl(args.utterances))[: args.limit]
+    rows = list(read_resumable(args.utterances))[: args.limit]
     files = [(EXAMPLE, json.loads((EXAMPLE.parent / "call.truth.json").read_text())["entities"])]
     files += [(args.utterances.parent / r["audio"], r.get("entities", [])) for r in rows]
     texts = {str(args.utterances.parent / r["audio"]): r["text"] for r in rows}

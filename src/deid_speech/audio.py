@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,49 +231,3 @@ def write_text_atomic(path: str | os.PathLike, text: str, mode: int | None = Non
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """``(line number, record)`` of each non-blank line of a JSONL file (seed splits,
-    manifests, augmentation output); a one-line DeidError naming the file and line for a
-    line that is not a JSON object."""
-    import json
-
-    p = Path(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DeidError(f"{p}:{n}: not JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise DeidError(f"{p}:{n}: not a JSON object")
-                yield n, row
-    except UnicodeDecodeError:
-        raise DeidError(f"{p}: not UTF-8 text") from None
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Records of a JSONL file that a resumable job appends to. A last line cut by an
-    interruption is dropped from the file (rewritten atomically); what precedes it is kept."""
-    import json
-
-    p = Path(path)
-    if not p.exists():
-        return []
-    rows, clean = [], True
-    with open(p, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                clean = False
-                break
-    if not clean:
-        write_text_atomic(p, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return rows

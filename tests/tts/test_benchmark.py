@@ -11,7 +11,7 @@ import soundfile as sf
 
 from deid_speech.errors import DeidError
 from deid_speech.eval.run import load_manifest
-from deid_speech.manifest import read_resumable as read_jsonl
+from deid_speech.manifest import read_resumable
 from deid_speech.tts import benchmark as B
 from deid_speech.tts.voices import BENCHMARK_VOICES, DEFAULT_VOICES, HeldOutVoiceError, canonical, voices_for_split
 from deid_speech.types import LABELS, parse_tagged
@@ -46,7 +46,7 @@ def test_benchmark_calls_are_long_multi_turn_and_cover_every_label():
 
 
 def test_benchmark_sentences_are_not_drawn_from_the_seed_corpus():
-    seed = [r["text"].lower() for p in sorted((B.SOURCE.parent / "seed").glob("*.jsonl")) for r in read_jsonl(p)]
+    seed = [r["text"].lower() for p in sorted((B.SOURCE.parent / "seed").glob("*.jsonl")) for r in read_resumable(p)]
     bench = [parse_tagged(t)[0].lower() for p in B.PARTS for t in B.read_utterances(B.SOURCE / "utterances" / f"{p}.txt")]
     worst = 0.0
     for text in bench:
@@ -96,9 +96,9 @@ def test_build_voices_utterances_and_calls_into_scorable_manifests(tmp_path):
     utt, calls = summary["dev"]["utterances"], summary["dev"]["calls"]
     assert utt["n"] == 4 and calls["n"] == 1
     assert sum(utt["by_channel"].values()) == 4
-    rows = read_jsonl(tmp_path / "out/dev/utterances/manifest.jsonl")
+    rows = read_resumable(tmp_path / "out/dev/utterances/manifest.jsonl")
     assert {r["voice"] for r in rows} <= set(canonical(BENCHMARK_VOICES["dev"]))
-    call = read_jsonl(tmp_path / "out/dev/calls/manifest.jsonl")[0]
+    call = read_resumable(tmp_path / "out/dev/calls/manifest.jsonl")[0]
     assert [e["label"] for e in call["entities"]] == ["PERSON", "PHONE"]
     assert call["voices"][0] != call["voices"][1]
     audio, sr = sf.read(tmp_path / "out/dev/calls" / call["audio"])

@@ -29,7 +29,7 @@ import numpy as np
 
 from deid_speech.audio import Audio, save, write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.manifest import read_resumable as read_jsonl
+from deid_speech.manifest import read_resumable
 from deid_speech.tts.base import TARGET_SR
 from deid_speech.tts.channel import AugmentSpec, normalize_loudness
 from deid_speech.tts.dataset import MANIFEST, synth_for, voice_call, voice_manifest
@@ -88,7 +88,7 @@ def _rng(seed: int, key: str) -> np.random.Generator:
 
 def split_by_channel(folder: Path) -> dict[str, int]:
     """Write ``manifest-clean.jsonl`` and ``manifest-telephone.jsonl`` beside the manifest."""
-    rows = read_jsonl(folder / MANIFEST)
+    rows = read_resumable(folder / MANIFEST)
     counts = {}
     for name, tel in (("clean", False), ("telephone", True)):
         part = [r for r in rows if bool(r["augment"]["telephone"]) == tel]
@@ -118,7 +118,7 @@ def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
         raise DeidError(f"{source / 'calls' / part}: no call files")
     voices = voices_for_split(None, f"benchmark-{part}")
     out.mkdir(parents=True, exist_ok=True)
-    done = {r["id"] for r in read_jsonl(out / MANIFEST)}
+    done = {r["id"] for r in read_resumable(out / MANIFEST)}
     with open(out / MANIFEST, "a", encoding="utf-8") as fh:
         for k, path in enumerate(files):
             cid = f"c-{part}-{path.stem}"
@@ -139,7 +139,7 @@ def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
                    "augment": spec.to_dict(), "source": f"calls/{part}/{path.name}"}
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
             fh.flush()
-    rows = read_jsonl(out / MANIFEST)
+    rows = read_resumable(out / MANIFEST)
     return {"manifest": str(out / MANIFEST), "n": len(rows), "audio_s": round(sum(r["duration"] for r in rows), 1),
             "by_channel": split_by_channel(out)}
 
