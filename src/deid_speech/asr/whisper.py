@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -117,12 +118,16 @@ def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, m
 
 
 class Transcriber:
-    """Loads a Whisper model once; ``transcribe`` turns 16 kHz mono audio into a Transcript."""
+    """Loads a Whisper model once; ``transcribe`` turns 16 kHz mono audio into a Transcript,
+    ``recognize`` into a :class:`Recognition` (Whisper tags no entities). Safe to share
+    between threads: one window is decoded at a time, because the decoding seeds its
+    sampler through a process-wide seed."""
 
     def __init__(self, options: AsrOptions = AsrOptions()):
         self.options = options
         self.resolved: ResolvedModel = resolve_model(options.model)
         self._model = self._load()
+        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -145,6 +150,10 @@ class Transcriber:
             raise DeidError(f"cannot load Whisper model {r.path}: {str(e).splitlines()[0] if str(e) else e}") from None
 
     def _decode(self, audio: np.ndarray, prompt: str | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
+        with self._lock:  # the seed is process-wide: set it and decode (lazy segments included) as one step
+            return self._decode_unlocked(audio, prompt)
+
+    def _decode_unlocked(self, audio: np.ndarray, prompt: str | None) -> tuple[list[RawWord], list[tuple[float, float]]]:
         o = self.options
         if self.resolved.kind == "ct2":
             # the temperature fallback samples: seed it from the audio, so the same input gives
