@@ -90,7 +90,10 @@ def test_missing_outputs_and_bad_inputs_are_named(manifest: Path, tmp_path: Path
     assert "unknown system" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n')
-    with pytest.raises(DeidError, match="record 1 lacks"):
+    with pytest.raises(DeidError, match=r"bad\.jsonl:1: expected a record with 'text'"):
+        load_manifest(bad)
+    bad.write_text('{"id": "x", "text": "hi", "entities": []}\n')
+    with pytest.raises(DeidError, match=r"bad\.jsonl:1: record has no 'audio'"):
         load_manifest(bad)
 
 

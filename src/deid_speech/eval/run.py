@@ -48,25 +48,24 @@ class Prediction:
 
 def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | None = None) -> list[Item]:
     """Items of a manifest; entities lacking times are timed by aligning the text."""
+    from deid_speech import manifest
     from deid_speech.audio import load
-    from deid_speech.augment.seed import load_split
 
     path = Path(path)
     if not path.is_file():
         raise DeidError(f"{path}: no such manifest")
-    rows = load_split(path)[:limit]
     aligner = None
     items = []
-    for i, r in enumerate(rows, 1):
+    for r in manifest.read(path, need=("text", "audio"), limit=limit, check_audio=False, line_ids=False):
+        audio, text, ents = r.audio, r.text, r.entities
+        chars = [EntitySpan(e.char_start, e.char_end, e.label) for e in ents]
         try:
-            audio, text, ents = path.parent / r["audio"], r["text"], r.get("entities", [])
-            chars = [EntitySpan(int(e["char_start"]), int(e["char_end"]), e["label"]) for e in ents]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DeidError(f"{path}: record {i} lacks {exc} (needs audio, text, entities)") from None
-        words = [Word(w["text"], float(w["start"]), float(w["end"]), int(w.get("char_start", 0)),
-                      int(w.get("char_end", 0))) for w in r.get("words", []) if "start" in w]
-        if all("start" in e and "end" in e for e in ents):
-            spans = [Span(float(e["start"]), float(e["end"]), e["label"]) for e in ents]
+            words = [Word(w["text"], float(w["start"]), float(w["end"]), int(w.get("char_start", 0)),
+                          int(w.get("char_end", 0))) for w in r.words if "start" in w]
+        except (KeyError, TypeError, ValueError):
+            raise DeidError(f"{r.where}: a word needs text, start and end") from None
+        if all(e.timed for e in ents):
+            spans = [Span(e.start, e.end, e.label) for e in ents]
         else:
             if aligner is None:
                 from deid_speech.align.base import get_aligner
@@ -78,9 +77,9 @@ def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | N
             for c in chars:
                 t = tr.char_span_to_time(c.char_start, c.char_end)
                 if t is None:
-                    raise DeidError(f"{path}: record {i}: entity {c} is not on any word of the text")
+                    raise DeidError(f"{r.where}: entity {c} is not on any word of the text")
                 spans.append(Span(t[0], t[1], c.label))
-        items.append(Item(str(r.get("id", audio.stem)), audio, text, spans, chars, words))
+        items.append(Item(r.id or audio.stem, audio, text, spans, chars, words))
     return items
 
 
