@@ -8,7 +8,6 @@ request, so an interrupted job loses nothing.
 """
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -22,7 +21,7 @@ from deid_speech.augment.replace import fill_tags
 from deid_speech.augment.seed import load_split
 from deid_speech.augment.validate import REASONS, check_line, frame_key
 from deid_speech.errors import DeidError
-from deid_speech.manifest import read_resumable
+from deid_speech.manifest import JsonlWriter
 from deid_speech.types import parse_tagged, render_tagged
 
 
@@ -65,7 +64,8 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     by_tags: dict[tuple, list[str]] = {}  # tag multiset -> seed sentences carrying it
     for r in seeds:
         by_tags.setdefault(tuple(sorted(e["label"] for e in r["entities"])), []).append(r["tagged"])
-    existing = read_resumable(out)
+    writer = JsonlWriter(out)  # a line cut by an interrupted run is dropped; each record is synced
+    existing = list(writer.rows)
     seen = {frame_key(r["tagged"]) for r in seeds} | {frame_key(r["tagged"]) for r in existing}
     accepted = len(existing)
     request = max((r.get("request", -1) for r in existing), default=-1) + 1
@@ -76,8 +76,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     t0 = time.perf_counter()
     keys = list(by_tags)
     weights = [len(by_tags[k]) for k in keys]  # tag sets drawn as often as the seed has them
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "a", encoding="utf-8") as fh:
+    with writer:
         while accepted < opts.n and request < opts.request_limit:
             rng = random.Random(opts.seed * 1_000_003 + request)
             tags = Counter(rng.choices(keys, weights)[0])
@@ -101,8 +100,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
                        "text": text2, "tagged": tagged, "entities": [e.to_dict() for e in ents2],
                        "strategy": opts.strategy, "temperature": opts.temp, "backend": backend.name,
                        "model": getattr(backend, "model", ""), "request": request}
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                fh.flush()
+                writer.write(rec)
                 accepted += 1
                 new += 1
                 labels.update(e.label for e in ents2)

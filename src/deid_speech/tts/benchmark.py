@@ -29,7 +29,7 @@ import numpy as np
 
 from deid_speech.audio import Audio, save, write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.manifest import read_resumable
+from deid_speech.manifest import JsonlWriter, read_resumable
 from deid_speech.tts.base import TARGET_SR
 from deid_speech.tts.channel import AugmentSpec, normalize_loudness
 from deid_speech.tts.dataset import MANIFEST, synth_for, voice_call, voice_manifest
@@ -118,8 +118,9 @@ def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
         raise DeidError(f"{source / 'calls' / part}: no call files")
     voices = voices_for_split(None, f"benchmark-{part}")
     out.mkdir(parents=True, exist_ok=True)
-    done = {r["id"] for r in read_resumable(out / MANIFEST)}
-    with open(out / MANIFEST, "a", encoding="utf-8") as fh:
+    writer = JsonlWriter(out / MANIFEST)
+    done = writer.done
+    with writer:
         for k, path in enumerate(files):
             cid = f"c-{part}-{path.stem}"
             if cid in done:
@@ -137,8 +138,7 @@ def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
             save(Audio(audio[:, None], TARGET_SR, "FLAC", "PCM_16"), out / rel)
             rec = {"id": cid, "audio": rel, **truth, "voices": [voices[agent], voices[caller]],
                    "augment": spec.to_dict(), "source": f"calls/{part}/{path.name}"}
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            fh.flush()
+            writer.write(rec)
     rows = read_resumable(out / MANIFEST)
     return {"manifest": str(out / MANIFEST), "n": len(rows), "audio_s": round(sum(r["duration"] for r in rows), 1),
             "by_channel": split_by_channel(out)}
