@@ -232,3 +232,47 @@ def test_no_pii_in_any_shared_output_of_a_real_redaction(tmp_path):
             for value in found + names:  # as whole words: "eye" is not in "keyed"
                 v = " ".join(value.lower().split())
                 assert not re.search(r"(?<![0-9a-z])" + re.escape(v) + r"(?![0-9a-z])", text), (extra, name, value)
+
+
+def test_workers_flag_is_a_count_or_auto():
+    from deid_speech.cli import parse_workers
+
+    assert parse_workers("3") == 3 and parse_workers("auto") >= 1
+    r = run("redact", "x.wav", "--workers", "0")
+    assert r.returncode == 2 and "must be at least 1" in r.stderr
+    r = run("redact", "x.wav", "--workers", "many")
+    assert r.returncode == 2 and "expected a number or auto" in r.stderr
+
+
+def _clips(tmp_path, spans):
+    x, sr = sf.read(EXAMPLE, dtype="float32")
+    out = []
+    for i, (a, b) in enumerate(spans):
+        p = tmp_path / "in" / f"clip{i}.wav"
+        p.parent.mkdir(exist_ok=True)
+        sf.write(p, x[int(a * sr):int(b * sr)], sr)
+        out.append(p)
+    return out
+
+
+@pytest.mark.model
+def test_workers_give_the_serial_outputs_in_the_serial_order(tmp_path):
+    clips = _clips(tmp_path, [(0, 20), (20, 40), (40, 58)])
+    serial = run("redact", *clips, "--out-dir", tmp_path / "serial", "--progress", "off")
+    pooled = run("redact", *clips, "--out-dir", tmp_path / "pooled", "--workers", "2", "--progress", "off")
+    assert serial.returncode == pooled.returncode == 0
+    order = [ln.split(":")[0] for ln in serial.stdout.splitlines()]
+    assert [ln.split(":")[0] for ln in pooled.stdout.splitlines()] == order and len(order) == 4
+    for f in sorted((tmp_path / "serial").iterdir()):
+        assert f.read_bytes() == (tmp_path / "pooled" / f.name).read_bytes(), f.name
+
+
+@pytest.mark.model
+def test_a_worker_that_cannot_load_its_models_fails_each_file_in_one_line(tmp_path):
+    clips = _clips(tmp_path, [(0, 3), (3, 6)])
+    r = run("redact", *clips, "--out-dir", tmp_path / "o", "--workers", "2", "--ner-model", tmp_path,
+            "--progress", "off")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 2 and all("not a trained NER folder" in e for e in errors)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())

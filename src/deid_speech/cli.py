@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--verify", action="store_true",
                    help="a second opinion: the e2e model transcribes what the cascade leaves audible, the "
                         "cascade's detectors read that transcript, and what they find is redacted too")
+    r.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
+                   help="redact N files at once in N processes, each loading the models once (about 0.6 GB "
+                        "each for the cascade); auto: one per CPU core. Output order and exit status as with 1")
     r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
@@ -216,8 +219,14 @@ def cmd_redact(args: argparse.Namespace) -> int:
                           verify=args.verify, uncovered=args.uncovered)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     existing = "overwrite" if args.overwrite else "skip" if args.skip_existing else "refuse"
-    return redact_many(Redactor(config), files, args.out_dir, show, unredacted_report=args.unredacted_report,
-                       roots=roots, formats=args.format, existing=existing)
+    workers = min(args.workers, len(files))
+    redactor = WorkerPool(config, workers) if workers > 1 else Redactor(config)
+    try:
+        return redact_many(redactor, files, args.out_dir, show, unredacted_report=args.unredacted_report,
+                           roots=roots, formats=args.format, existing=existing)
+    finally:
+        if isinstance(redactor, WorkerPool):
+            redactor.close()
 
 
 def redact_options(args: argparse.Namespace):
@@ -284,19 +293,33 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
         from tqdm import tqdm
 
         bar = tqdm(total=len(files), unit="file", file=sys.stderr, dynamic_ncols=True)
+    plans = []  # decided in the parent, before any work: skip, or redact (refusing where told to)
     for f in files:
-        t0 = time.perf_counter()
-        if bar:
-            bar.set_description(f.name[:40])
-            bar.set_postfix_str("")
-        progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
         action, why = existing_policy(f, folders[f], f in full, formats, unredacted_report, existing)
-        if action == "skip":
-            good, msg = True, f"skipped: {why}"
-            skipped += 1
-        else:
-            good, msg = _redact_one(redactor, f, folders[f], inputs, refused.get(f) or why or None, progress, t0,
-                                    unredacted_report, f in full, formats)
+        plans.append((f, action, refused.get(f) or why or None))
+
+    def serial():
+        for f, action, refuse in plans:
+            if action == "skip":
+                yield f, action, (True, f"skipped: {refuse}")
+                continue
+            t0 = time.perf_counter()
+            if bar:
+                bar.set_description(f.name[:40])
+                bar.set_postfix_str("")
+            progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
+            yield f, action, _redact_one(redactor, f, folders[f], inputs, refuse, progress, t0,
+                                         unredacted_report, f in full, formats)
+
+    def parallel():  # results come back in input order, as serial ones do
+        jobs = [(f, folders[f], inputs, refuse, unredacted_report, f in full, formats)
+                for f, action, refuse in plans if action != "skip"]
+        results = iter(redactor.map(_worker_redact, jobs))
+        for f, action, refuse in plans:
+            yield f, action, (True, f"skipped: {refuse}") if action == "skip" else next(results)
+
+    for f, action, (good, msg) in (parallel() if isinstance(redactor, WorkerPool) else serial()):
+        skipped += action == "skip"
         ok += good
         if not good:
             failed.append(f)
@@ -312,6 +335,63 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
               + f"{len(failed)} failed"
               + (" (" + ", ".join(map(str, failed)) + ")" if failed else ""))
     return 1 if failed else 0
+
+
+class WorkerPool:
+    """``workers`` processes, each with its own Redactor for ``config`` (models loaded once
+    per process, in its initializer); ``map`` keeps the input order."""
+
+    def __init__(self, config, workers: int):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.config, self.workers = config, workers
+        # spawn: a fresh interpreter per worker, never a fork of threads that hold model locks
+        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_init_worker, initargs=(config,))
+
+    def map(self, fn, jobs):
+        return self._pool.map(fn, jobs)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WORKER: dict = {}  # in a worker process: its Redactor
+
+
+def _init_worker(config) -> None:
+    import signal
+
+    from deid_speech import Redactor
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; a file in hand is finished
+    try:
+        _WORKER["redactor"] = Redactor(config)
+    except Exception as e:  # reported per file (one line each), never a broken pool's traceback
+        _WORKER["error"] = str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
+
+
+def _worker_redact(job) -> tuple[bool, str]:
+    f, out_dir, inputs, refuse, unredacted_report, full_name, formats = job
+    redactor = _WORKER.get("redactor")
+    if redactor is None:
+        return False, f"error: {f}: {_WORKER.get('error', 'the worker has no redactor')}"
+    return _redact_one(redactor, f, out_dir, inputs, refuse, None, time.perf_counter(), unredacted_report,
+                       full_name, formats)
+
+
+def parse_workers(value: str) -> int:
+    """``--workers``: a count, or ``auto`` (the CPU cores this process may use)."""
+    if value == "auto":
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
 
 
 def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refused: str | None,
