@@ -53,11 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="deid-speech", description="Offline speech de-identification.")
     p.add_argument("--version", action="version", version=f"deid-speech {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("redact", help="beep out PII in call recordings; write a redacted transcript",
-                       description="Writes X.redacted.<ext> and X.redacted.json next to each input "
-                                   "(or into --out-dir). Folders are searched for audio files.")
-    r.add_argument("inputs", nargs="+", help="audio files (wav/flac/ogg/mp3) or folders")
-    r.add_argument("--out-dir", type=Path, help="write outputs here instead of next to the inputs")
+    r = argparse.ArgumentParser(add_help=False)  # the redaction options, shared by redact and ingest
     r.add_argument("--system", choices=SYSTEMS, default="cascade",
                    help="cascade (Whisper + patterns + NER; default), e2e (the end-to-end model alone) "
                         "or e2e+patterns (its tags plus the pattern detectors over its transcript)")
@@ -80,10 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", type=_formats, default=("json",),
                    help="transcript outputs, comma-separated from json,srt,vtt,txt (redacted text only); "
                         "the JSON report is always written")
-    again = r.add_mutually_exclusive_group()
-    again.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run")
-    again.add_argument("--skip-existing", action="store_true",
-                       help="leave inputs whose outputs an earlier run finished; redo unfinished ones")
     r.add_argument("--asr-model", default="tiny.en",
                    help="tiny.en (default), base, a CTranslate2 or HF folder, a .pt checkpoint, or a hub name")
     r.add_argument("--labels", type=_labels, default=LABELS, help="comma-separated subset of " + ",".join(LABELS))
@@ -109,7 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
                    help="redact N files at once in N processes, each loading the models once (about 0.6 GB "
                         "each for the cascade); auto: one per CPU core. Output order and exit status as with 1")
-    r.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    red = sub.add_parser("redact", parents=[r], help="beep out PII in call recordings; write a redacted transcript",
+                         description="Writes X.redacted.<ext> and X.redacted.json next to each input "
+                                     "(or into --out-dir). Folders are searched for audio files.")
+    red.add_argument("inputs", nargs="+", help="audio files (wav/flac/ogg/mp3) or folders")
+    red.add_argument("--out-dir", type=Path, help="write outputs here instead of next to the inputs")
+    again = red.add_mutually_exclusive_group()
+    again.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run")
+    again.add_argument("--skip-existing", action="store_true",
+                       help="leave inputs whose outputs an earlier run finished; redo unfinished ones")
+    red.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    ing = sub.add_parser("ingest", parents=[r], help="redact a recording archive, resumably, with a job ledger",
+                         description="Redacts every audio file of SOURCE (a folder, or a .csv/.jsonl list of paths) "
+                                     "into OUT_DIR (mirroring the folder tree), recording each input's state in "
+                                     "OUT_DIR/ingest-ledger.sqlite; a rerun skips what is done and unchanged, redoes "
+                                     "what changed or was left unfinished, and retries failures with --retry-failed.")
+    ing.add_argument("source", type=Path, help="a folder of recordings, or a .csv/.jsonl list of their paths")
+    ing.add_argument("--out-dir", type=Path, required=True, help="where the outputs and the ledger go")
+    ing.add_argument("--retry-failed", action="store_true", help="try again the inputs that failed before")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
     from deid_speech.augment.llm import BackendOptions
@@ -196,15 +205,10 @@ def cmd_augment(args: argparse.Namespace) -> int:
 
 
 def cmd_redact(args: argparse.Namespace) -> int:
-    from deid_speech import RedactConfig, Redactor
+    from deid_speech import Redactor
     from deid_speech.pipeline import collect_inputs
 
-    if args.model is not None and args.system not in E2E_SYSTEMS:
-        raise DeidError("--model is the end-to-end model: use it with --system e2e or e2e+patterns")
-    if args.allow_download:
-        from deid_speech.asr.models import ALLOW_DOWNLOAD_ENV
-
-        os.environ[ALLOW_DOWNLOAD_ENV] = "1"
+    config = redact_config(args)  # a bad option fails before any work
     if args.out_dir is not None:  # checked before any work, not after every file was transcribed
         if args.out_dir.exists() and not args.out_dir.is_dir():
             raise DeidError(f"--out-dir {args.out_dir} is a file, not a folder")
@@ -213,10 +217,6 @@ def cmd_redact(args: argparse.Namespace) -> int:
     files, skipped, roots = collect_inputs(args.inputs)
     for f, why in skipped:
         print(f"skipped: {f} ({why})", file=sys.stderr)
-    config = RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels,
-                          redact=redact_options(args),
-                          spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
-                          verify=args.verify, uncovered=args.uncovered)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     existing = "overwrite" if args.overwrite else "skip" if args.skip_existing else "refuse"
     workers = min(args.workers, len(files))
@@ -227,6 +227,21 @@ def cmd_redact(args: argparse.Namespace) -> int:
     finally:
         if isinstance(redactor, WorkerPool):
             redactor.close()
+
+
+def redact_config(args: argparse.Namespace):
+    """The RedactConfig of the redaction options (``redact`` and ``ingest``)."""
+    from deid_speech import RedactConfig
+
+    if args.model is not None and args.system not in E2E_SYSTEMS:
+        raise DeidError("--model is the end-to-end model: use it with --system e2e or e2e+patterns")
+    if args.allow_download:
+        from deid_speech.asr.models import ALLOW_DOWNLOAD_ENV
+
+        os.environ[ALLOW_DOWNLOAD_ENV] = "1"
+    return RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels, redact=redact_options(args),
+                        spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
+                        verify=args.verify, uncovered=args.uncovered)
 
 
 def redact_options(args: argparse.Namespace):
@@ -456,7 +471,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     return _module(TRAIN_TARGETS[args.target]).run(args)
 
 
-COMMANDS = {"redact": cmd_redact, "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset,
+COMMANDS = {"redact": cmd_redact, "ingest": lambda args: _module("deid_speech.ingest").run(args),
+            "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset,
             "eval": cmd_eval, "train": cmd_train,
             "experiment": lambda args: _module("deid_speech.experiment").run(args)}
 

@@ -1,0 +1,217 @@
+"""``deid-speech ingest SOURCE --out-dir DIR``: a resumable batch over a recording archive.
+
+SOURCE is a folder (searched recursively, as ``redact`` does) or a list of paths: a
+``.csv`` whose first column (or a ``path`` column) names the files, or a ``.jsonl`` of
+``{"path": ...}`` (or ``"audio"``) objects; relative paths are relative to the list.
+
+The ledger, ``DIR/ingest-ledger.sqlite``, records each input: its size, mtime and SHA-256,
+its state (``done`` with the SHA-256 of every output, or ``failed`` with the one-line
+reason) and the number of attempts. A run:
+
+* skips an input that is ``done`` and unchanged (same size and mtime; or, after a touch,
+  the same SHA-256) and whose outputs are all there with the recorded hashes;
+* redoes an input that changed since, whose outputs were removed or altered, or that an
+  interrupted run left unfinished (its earlier outputs are replaced);
+* leaves ``failed`` inputs alone unless ``--retry-failed``.
+
+The ledger is written after an input's outputs are complete (each written atomically, the
+JSON report last), so a kill at any moment leaves nothing marked done that is not; an
+audio output without its JSON is unfinished by the same rule as in ``redact``.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+
+LEDGER = "ingest-ledger.sqlite"
+SCHEMA = """CREATE TABLE IF NOT EXISTS files (
+    source TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT,
+    state TEXT NOT NULL, outputs TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0, updated REAL)"""
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    source: str
+    size: int
+    mtime_ns: int
+    sha256: str | None
+    state: str
+    outputs: dict
+    error: str | None
+    attempts: int
+
+
+class Ledger:
+    """The SQLite ledger of one output folder (autocommit: each update is durable at once)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise DeidError(f"{self.path}: not a usable ingest ledger ({e})") from None
+
+    def get(self, source: str) -> Entry | None:
+        row = self.db.execute("SELECT source, size, mtime_ns, sha256, state, outputs, error, attempts FROM files "
+                              "WHERE source = ?", (source,)).fetchone()
+        if row is None:
+            return None
+        return Entry(row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"), row[6], row[7])
+
+    def record(self, source: str, size: int, mtime_ns: int, digest: str | None, state: str,
+               outputs: dict | None = None, error: str | None = None) -> None:
+        self.db.execute(
+            "INSERT INTO files (source, size, mtime_ns, sha256, state, outputs, error, attempts, updated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(source) DO UPDATE SET size = excluded.size, "
+            "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, state = excluded.state, "
+            "outputs = excluded.outputs, error = excluded.error, attempts = files.attempts + (excluded.state = 'running'), "
+            "updated = excluded.updated",
+            (source, size, mtime_ns, digest, state, json.dumps(outputs or {}), error, int(state == "running"),
+             time.time()))
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT state, COUNT(*) FROM files GROUP BY state").fetchall())
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def read_source(source: Path) -> tuple[list[Path], list[tuple[Path, str]], dict[Path, Path]]:
+    """(audio files, skipped with why, the root each file's output tree mirrors)."""
+    from deid_speech.pipeline import collect_inputs
+
+    if source.is_dir() or source.suffix.lower() not in (".csv", ".jsonl"):
+        return collect_inputs([str(source)])
+    paths: list[str] = []
+    try:
+        if source.suffix.lower() == ".jsonl":
+            from deid_speech.manifest import iter_objects
+
+            for n, row in iter_objects(source):
+                p = row.get("path", row.get("audio"))
+                if not isinstance(p, str):
+                    raise DeidError(f"{source}:{n}: no 'path' (or 'audio') string")
+                paths.append(p)
+        else:
+            with open(source, newline="", encoding="utf-8") as fh:
+                rows = [r for r in csv.reader(fh) if r and r[0].strip()]
+            col = rows[0].index("path") if rows and "path" in rows[0] else 0
+            start = 1 if rows and rows[0][col].strip().lower() in ("path", "file", "audio") else 0
+            paths = [r[col].strip() for r in rows[start:] if len(r) > col]
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise DeidError(f"{source}: cannot read the list of files ({e})") from None
+    if not paths:
+        raise DeidError(f"{source}: lists no files")
+    resolved = [str(Path(p).expanduser() if Path(p).expanduser().is_absolute() else source.parent / p) for p in paths]
+    return collect_inputs(resolved)
+
+
+def _outputs_intact(entry: Entry) -> bool:
+    return bool(entry.outputs) and all(Path(p).is_file() and sha256(Path(p)) == h for p, h in entry.outputs.items())
+
+
+def decide(ledger: Ledger, f: Path, retry_failed: bool) -> tuple[str, str, tuple[int, int, str | None]]:
+    """(``skip`` | ``redo``, why, (size, mtime_ns, sha256 or None if not computed))."""
+    st = f.stat()
+    entry = ledger.get(str(f))
+    if entry is None:
+        return "redo", "new", (st.st_size, st.st_mtime_ns, None)
+    digest = None
+    same = entry.size == st.st_size and entry.mtime_ns == st.st_mtime_ns
+    if not same and entry.sha256:  # touched, or changed: the hash decides
+        digest = sha256(f)
+        same = digest == entry.sha256
+    if not same:
+        return "redo", "changed since the last run", (st.st_size, st.st_mtime_ns, digest)
+    if entry.state == "done":
+        if _outputs_intact(entry):
+            return "skip", "done", (st.st_size, st.st_mtime_ns, digest)
+        return "redo", "outputs missing or altered", (st.st_size, st.st_mtime_ns, digest)
+    if entry.state == "failed" and not retry_failed:
+        return "skip", f"failed before ({entry.error}); --retry-failed to try again", (st.st_size, st.st_mtime_ns,
+                                                                                       digest)
+    return "redo", "unfinished" if entry.state != "failed" else "retrying", (st.st_size, st.st_mtime_ns, digest)
+
+
+def run(args) -> int:
+    """The ``ingest`` command: plan from the ledger, redact what is to do (``--workers``),
+    record each result; exit 1 if any input of this run failed."""
+    import sys
+
+    from deid_speech.cli import WorkerPool, _redact_one, _worker_redact, redact_config
+    from deid_speech.pipeline import Redactor, full_name_outputs, output_collisions, output_folders, planned_outputs
+
+    out = args.out_dir
+    if out.exists() and not out.is_dir():
+        raise DeidError(f"--out-dir {out} is a file, not a folder")
+    if not args.source.exists():
+        raise DeidError(f"{args.source}: no such folder or list of files")
+    config = redact_config(args)  # a bad option fails before any work
+    files, skipped_inputs, roots = read_source(args.source)
+    for f, why in skipped_inputs:
+        print(f"skipped: {f} ({why})", file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger(out / LEDGER)
+    try:
+        folders = output_folders(files, out, roots)
+        full = full_name_outputs(files, folders)
+        refused = output_collisions(files, folders, full)
+        inputs = {f.resolve() for f in files}
+        todo, done_before, failed_before = [], 0, 0
+        for f in files:
+            action, why, (size, mtime, digest) = decide(ledger, f, args.retry_failed)
+            if action == "skip":
+                entry = ledger.get(str(f))
+                if digest is not None and entry is not None:  # touched, same content: remember the new mtime
+                    ledger.record(str(f), size, mtime, digest, entry.state, entry.outputs, entry.error)
+                done_before += why == "done"
+                failed_before += why != "done"
+                if why != "done":
+                    print(f"skipped: {f}: {why}", file=sys.stderr)
+                continue
+            digest = digest or sha256(f)
+            ledger.record(str(f), size, mtime, digest, "running")
+            todo.append((f, size, mtime, digest))
+        jobs = [(f, folders[f], inputs, refused.get(f), args.unredacted_report, f in full, args.format)
+                for f, *_ in todo]
+        workers = min(args.workers, len(jobs))
+        redactor = WorkerPool(config, workers) if workers > 1 else Redactor(config) if jobs else None
+        try:
+            results = (redactor.map(_worker_redact, jobs) if isinstance(redactor, WorkerPool) else
+                       (_redact_one(redactor, job[0], *job[1:4], None, time.perf_counter(), *job[4:]) for job in jobs))
+            ok = failed = 0
+            for (f, size, mtime, digest), (good, msg) in zip(todo, results):
+                print(msg, file=sys.stdout if good else sys.stderr)
+                if good:
+                    outputs = {str(p): sha256(p) for p in planned_outputs(f, folders[f], f in full, args.format,
+                                                                            args.unredacted_report) if p.is_file()}
+                    ledger.record(str(f), size, mtime, digest, "done", outputs)
+                    ok += 1
+                else:
+                    ledger.record(str(f), size, mtime, digest, "failed", error=msg.removeprefix("error: ").split("\n")[0])
+                    failed += 1
+        finally:
+            if isinstance(redactor, WorkerPool):
+                redactor.close()
+        print(f"{len(files)} input(s): {ok} redacted now, {done_before} done before, {failed} failed now, "
+              f"{failed_before} failed before or skipped; ledger {out / LEDGER}")
+        return 1 if failed else 0
+    finally:
+        ledger.close()

@@ -1,0 +1,151 @@
+"""`deid-speech ingest`: a resumable batch with an SQLite ledger. The fast tests use a fake
+recogniser (a canned transcript) in process; the kill test runs the real command."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from deid_speech import pipeline
+from deid_speech.cli import main
+from deid_speech.ingest import LEDGER, sha256
+from deid_speech.ner.patterns import PatternDetector
+from deid_speech.types import Recognition
+from factories import make_transcript, tone
+
+TEXT = "hello my number is nine one two three four five six seven thank you"
+CALLS: list[str] = []
+
+
+class FakeAsr:
+    name = "fake"
+
+    def recognize(self, audio, progress=None):
+        CALLS.append("x")
+        return Recognition(make_transcript(TEXT, word_dur=0.2, gap=0.05, t0=0.5))
+
+
+class FakeRedactor(pipeline.Redactor):
+    def __init__(self, config):
+        super().__init__(config, asr=FakeAsr(), detectors=[PatternDetector()])
+
+
+@pytest.fixture
+def archive(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "Redactor", FakeRedactor)
+    CALLS.clear()
+    root = tmp_path / "arch"
+    for rel, hz in (("a/one.wav", 220), ("a/two.wav", 330), ("b/three.flac", 440)):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(p, tone(5.0, hz=hz), 16000)
+    return root
+
+
+def ledger_rows(out: Path) -> dict[str, tuple]:
+    db = sqlite3.connect(out / LEDGER)
+    rows = db.execute("SELECT source, state, attempts, outputs, error FROM files").fetchall()
+    db.close()
+    return {Path(r[0]).name: (r[1], r[2], json.loads(r[3] or "{}"), r[4]) for r in rows}
+
+
+def test_first_run_redacts_all_and_records_output_hashes(archive, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    rows = ledger_rows(out)
+    assert {k: v[0] for k, v in rows.items()} == {"one.wav": "done", "two.wav": "done", "three.flac": "done"}
+    for _, _, outputs, _ in rows.values():
+        assert len(outputs) == 2 and all(sha256(Path(p)) == h for p, h in outputs.items())
+    assert (out / "a" / "one.redacted.json").is_file() and (out / "b" / "three.redacted.flac").is_file()
+    assert len(CALLS) == 3
+
+
+def test_rerun_skips_done_redoes_changed_missing_and_not_touched(archive, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    assert CALLS == [] and "0 redacted now, 3 done before" in capsys.readouterr().out
+    os.utime(archive / "a/one.wav")  # touched: same bytes
+    sf.write(archive / "a/two.wav", tone(4.0, hz=500), 16000)  # changed
+    (out / "b" / "three.redacted.json").unlink()  # an output lost
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    assert len(CALLS) == 2 and "2 redacted now, 1 done before" in capsys.readouterr().out
+    rows = ledger_rows(out)
+    assert rows["one.wav"][1] == 1 and rows["two.wav"][1] == 2 and rows["three.flac"][1] == 2  # attempts
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0 and CALLS == []  # the touch is remembered
+
+
+def test_failures_are_recorded_and_retried_only_on_request(archive, tmp_path, capsys):
+    out = tmp_path / "out"
+    (archive / "a" / "broken.wav").write_bytes(b"RIFF....WAVEfmt not really audio")
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 1
+    rows = ledger_rows(out)
+    assert rows["broken.wav"][0] == "failed" and rows["broken.wav"][3] and "\n" not in rows["broken.wav"][3]
+    assert not list((out / "a").glob("broken*"))
+    CALLS.clear()
+    capsys.readouterr()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0  # nothing new failed in this run
+    assert "--retry-failed" in capsys.readouterr().err and CALLS == []
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--retry-failed"]) == 1
+    assert ledger_rows(out)["broken.wav"][1] == 2
+
+
+def test_sources_may_be_csv_or_jsonl_lists(archive, tmp_path):
+    (tmp_path / "list.csv").write_text("path,site\narch/a/one.wav,x\narch/b/three.flac,y\n")
+    (tmp_path / "list.jsonl").write_text(json.dumps({"path": str(archive / "a/two.wav")}) + "\n")
+    assert main(["ingest", str(tmp_path / "list.csv"), "--out-dir", str(tmp_path / "o1")]) == 0
+    assert set(ledger_rows(tmp_path / "o1")) == {"one.wav", "three.flac"}
+    assert main(["ingest", str(tmp_path / "list.jsonl"), "--out-dir", str(tmp_path / "o2")]) == 0
+    assert set(ledger_rows(tmp_path / "o2")) == {"two.wav"}
+    (tmp_path / "bad.jsonl").write_text('{"file": 1}\n')
+    assert main(["ingest", str(tmp_path / "bad.jsonl"), "--out-dir", str(tmp_path / "o3")]) == 1
+
+
+def _finished_outputs_are_complete(out: Path) -> None:
+    """Every ledger row marked done has its outputs with their hashes; every JSON report
+    on disk is whole and has its audio beside it."""
+    if (out / LEDGER).exists():
+        for _, (state, _, outputs, _) in ledger_rows(out).items():
+            if state == "done":
+                assert all(Path(p).is_file() and sha256(Path(p)) == h for p, h in outputs.items())
+    for j in out.rglob("*.redacted.json"):
+        d = json.loads(j.read_text())
+        assert d["schema_version"] and j.with_name(j.name.replace(".json", ".wav")).is_file()
+
+
+@pytest.mark.model
+def test_killing_ingest_at_random_moments_never_leaves_a_false_finish(tmp_path):
+    from deid_speech import models
+
+    x, sr = sf.read(str(models.path("example")), dtype="float32")
+    src = tmp_path / "arch"
+    src.mkdir()
+    for i in range(5):
+        sf.write(src / f"c{i}.wav", x[int(i * 12 * sr):int((i * 12 + 8) * sr)], sr)
+    cmd = [sys.executable, "-m", "deid_speech", "ingest", str(src), "--out-dir", str(tmp_path / "out")]
+    rng = random.Random(7)
+    for _ in range(6):  # before the models load, mid-file, between files, mid-write
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.0, 9.0))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        _finished_outputs_are_complete(tmp_path / "out")
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    _finished_outputs_are_complete(tmp_path / "out")
+    assert {v[0] for v in ledger_rows(tmp_path / "out").values()} == {"done"}
+    clean = subprocess.run([sys.executable, "-m", "deid_speech", "redact", str(src), "--out-dir", str(tmp_path / "clean")],
+                           capture_output=True)
+    assert clean.returncode == 0
+    for f in sorted((tmp_path / "clean").glob("*.redacted.*")):
+        assert f.read_bytes() == (tmp_path / "out" / f.name).read_bytes(), f.name
