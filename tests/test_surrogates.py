@@ -416,3 +416,19 @@ def test_fast():
     for label, v in values:
         s.replace(label, v)
     assert (time.perf_counter() - t) / len(values) < 1e-3
+
+
+def test_a_surrogate_is_never_another_real_value_of_the_call():
+    """With few names to choose from, a surrogate for one real name would often be another
+    real name said in the same call: those are avoided (found in CI: "Chan Hong" -> "Rachel
+    Tan" while Rachel Tan was the caller)."""
+    from deid_speech.redact import Operator, RedactOptions, TextRedactor
+    from deid_speech.types import Span
+
+    real = ["Rachel Tan", "Chan Hong", "Tan Wei Ming", "Siti Nurhaliza", "Rajesh Kumar"]
+    spans = [Span(i, i + 0.5, "PERSON", 1.0, "t", name) for i, name in enumerate(real)]
+    for seed in range(200):
+        tr = TextRedactor(RedactOptions(Operator(text="surrogate"), key=f"a-key-of-16-chars-{seed}".encode()))
+        tr.avoid(spans)
+        out = {tr.replacement(s).lower() for s in spans}
+        assert not out & {n.lower() for n in real}, (seed, out)

@@ -334,6 +334,18 @@ class TextRedactor:
         self._counts: dict[str, int] = {}
         self._surrogates = None
 
+    def avoid(self, spans: list[Span]) -> None:
+        """The real values of the call: no surrogate may be one of them."""
+        if not any(self.options.operator(s.label).text == "surrogate" for s in spans):
+            return
+        if self._surrogates is None:
+            from deid_speech.surrogates import Surrogates
+
+            self._surrogates = Surrogates(key=self.options.key)
+        for s in spans:
+            if s.text:
+                self._surrogates.avoid(s.label, s.text)
+
     def replacement(self, span: Span) -> str:
         op = self.options.operator(span.label).text
         value = value_key(span.label, span.text)
@@ -362,6 +374,7 @@ def redact_transcript(transcript: Transcript, spans: list[Span], text: TextRedac
     last word is kept. Segment times are kept."""
     text = text or TextRedactor()
     ordered = sorted(spans)
+    text.avoid(ordered)
     owner: list[int | None] = [None] * len(transcript.words)
     for k, s in enumerate(ordered):
         for i, w in enumerate(transcript.words):

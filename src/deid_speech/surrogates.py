@@ -91,7 +91,13 @@ class Surrogates:
     def __init__(self, key: bytes | None = None, rng: random.Random | None = None):
         self._key = key
         self._rng = rng or random.Random(int.from_bytes(os.urandom(32), "big"))
+        self._avoid: dict[str, set[str]] = {}
         self._values: dict[tuple[str, str], tuple[object, int]] = {}
+
+    def avoid(self, label: str, text: str) -> None:
+        """Never give any mention a surrogate equal to ``text``: a real value said elsewhere
+        in the call (a surrogate for one name must not be another real name)."""
+        self._avoid.setdefault(label, set()).add(_value_key(label, text))
 
     def replace(self, label: str, text: str) -> str:
         """The surrogate of one mention ``text`` of a ``label`` entity."""
@@ -111,7 +117,8 @@ class Surrogates:
         for _ in range(_TRIES):
             value, render_seed = _GENERATORS[label](rng, vk), rng.getrandbits(64)
             out = _render(label, value, text, random.Random(render_seed))
-            if _value_key(label, out) != vk and value != vk:
+            key = _value_key(label, out)
+            if key != vk and value != vk and key not in self._avoid.get(label, ()):
                 break
         return value, render_seed
 
