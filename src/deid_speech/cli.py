@@ -119,6 +119,20 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("source", type=Path, help="a folder of recordings, or a .csv/.jsonl list of their paths")
     ing.add_argument("--out-dir", type=Path, required=True, help="where the outputs and the ledger go")
     ing.add_argument("--retry-failed", action="store_true", help="try again the inputs that failed before")
+    srv = sub.add_parser("serve", parents=[r], help="redaction over HTTP (FastAPI; the server extra)",
+                         description="POST /v1/redact (multipart 'file', optional 'format'), GET /v1/jobs/{id}, "
+                                     "GET /v1/jobs/{id}/audio|report|srt|vtt|txt, GET /healthz, docs at /docs. "
+                                     "The redaction options are the server's (the flags below).")
+    srv.add_argument("--host", default="127.0.0.1", help="beyond loopback only with a bearer token")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--token-file", type=Path, default=None,
+                     help="the bearer token (default: $DEID_SPEECH_TOKEN); at least 16 characters")
+    srv.add_argument("--work-dir", type=Path, default=Path("deid-speech-work"),
+                     help="uploads and results live here, and nowhere else")
+    srv.add_argument("--max-upload-mb", type=int, default=200)
+    srv.add_argument("--queue-size", type=int, default=8, help="jobs waiting at most; more get 429")
+    srv.add_argument("--retention", type=float, default=3600.0, help="seconds a finished job's results are kept")
+    srv.add_argument("--sync-timeout", type=float, default=120.0, help="how long ?sync=true waits")
     a = sub.add_parser("augment", help="multiply seed sentences with an LLM (Similar/Diverse) + tag replacement",
                        description="Writes tagged sentences with fresh PII values as JSONL; resumable.")
     from deid_speech.augment.llm import BackendOptions
@@ -472,6 +486,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"redact": cmd_redact, "ingest": lambda args: _module("deid_speech.ingest").run(args),
+            "serve": lambda args: _module("deid_speech.serve").run(args),
             "augment": cmd_augment, "tts": cmd_tts, "make-dataset": cmd_make_dataset,
             "eval": cmd_eval, "train": cmd_train,
             "experiment": lambda args: _module("deid_speech.experiment").run(args)}

@@ -1,0 +1,288 @@
+"""``deid-speech serve``: redaction over HTTP (FastAPI + uvicorn; ``pip install 'deid-speech[server]'``).
+
+* ``POST /v1/redact``: multipart form with ``file`` (the audio) and optional ``format``
+  (comma-separated srt,vtt,txt; the JSON report is always made). Returns ``{"id", "state"}``
+  (202); with ``?sync=true`` the request waits for the result (up to ``--sync-timeout``
+  seconds) and returns the job as ``GET /v1/jobs/{id}`` would.
+* ``GET /v1/jobs/{id}``: ``{"id", "state": queued|running|done|failed, "error", "outputs"}``;
+  ``GET /v1/jobs/{id}/audio|report|srt|vtt|txt``: the redacted outputs (409 until done).
+* ``GET /healthz``; OpenAPI docs at ``/docs``.
+
+The redaction options are the server's, set by the same flags as ``redact``. A bearer
+token (``DEID_SPEECH_TOKEN`` or ``--token-file``) guards ``/v1``; without one the server
+refuses to listen beyond loopback. Uploads are streamed into the work folder (never the
+system temp folder), cut off at ``--max-upload-mb`` (413); a full queue answers 429; a
+client that disconnects mid-upload leaves nothing behind; finished jobs are deleted after
+``--retention`` seconds. Logs carry job ids and states only: never file names, transcripts
+or span texts.
+"""
+# no `from __future__ import annotations`: FastAPI reads the handlers' annotations at run time
+import hmac
+import logging
+import os
+import queue
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deid_speech.errors import DeidError
+
+log = logging.getLogger(__name__)
+FORMATS = ("srt", "vtt", "txt")
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass
+class Job:
+    id: str
+    folder: Path
+    formats: tuple[str, ...]
+    state: str = "queued"
+    error: str | None = None
+    outputs: dict = field(default_factory=dict)  # kind -> path
+    finished: float | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "state": self.state, "error": self.error, "outputs": sorted(self.outputs)}
+
+
+class Service:
+    """Jobs, a bounded queue and one worker thread that redacts with one Redactor."""
+
+    def __init__(self, redactor, work_dir: Path, queue_size: int = 8, retention_s: float = 3600.0):
+        self.redactor, self.work = redactor, Path(work_dir)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.jobs: dict[str, Job] = {}
+        self.queue: queue.Queue[Job] = queue.Queue(maxsize=queue_size)
+        self.retention_s = retention_s
+        self.lock = threading.Lock()
+        self.worker = threading.Thread(target=self._run, name="deid-speech-worker", daemon=True)
+        self.worker.start()
+
+    def new_job(self, formats: tuple[str, ...]) -> Job:
+        job_id = uuid.uuid4().hex
+        job = Job(job_id, self.work / job_id, formats)
+        job.folder.mkdir()
+        return job
+
+    def submit(self, job: Job) -> bool:
+        try:
+            self.queue.put_nowait(job)
+        except queue.Full:
+            return False
+        with self.lock:
+            self.jobs[job.id] = job
+        log.info("job %s queued", job.id)
+        return True
+
+    def discard(self, job: Job) -> None:
+        shutil.rmtree(job.folder, ignore_errors=True)
+
+    def _run(self) -> None:
+        from deid_speech.pipeline import format_path, redact_file
+
+        while True:
+            job = self.queue.get()
+            self._expire()
+            job.state = "running"
+            src = next(job.folder.glob("input.*"))
+            try:
+                audio_out, json_out, _ = redact_file(self.redactor, src, job.folder / "out", {src.resolve()},
+                                                     formats=job.formats + ("json",))
+                job.outputs = {"audio": audio_out, "report": json_out,
+                               **{f: format_path(json_out, f) for f in job.formats}}
+                job.state = "done"
+            except Exception as e:  # one line, no traceback, no partial output (redact_file fails closed)
+                job.error = str(e).replace(str(src), "input") if isinstance(e, DeidError) else type(e).__name__
+                job.state = "failed"
+            finally:
+                src.unlink(missing_ok=True)  # the upload holds the PII: gone once read
+                job.finished = time.time()
+                job.done.set()
+                log.info("job %s %s", job.id, job.state)
+
+    def _expire(self) -> None:
+        now = time.time()
+        with self.lock:
+            old = [j for j in self.jobs.values() if j.finished is not None and now - j.finished > self.retention_s]
+            for j in old:
+                del self.jobs[j.id]
+        for j in old:
+            self.discard(j)
+            log.info("job %s expired", j.id)
+
+
+def create_app(service: Service, token: str | None = None, max_upload_bytes: int = 200 << 20,
+               sync_timeout_s: float = 120.0):
+    from fastapi import FastAPI, HTTPException, Request
+    from fastapi.responses import FileResponse, JSONResponse
+    from python_multipart.multipart import MultipartParser, parse_options_header
+    from starlette.requests import ClientDisconnect
+
+    from deid_speech.audio import EXTENSIONS, TRANSCODED
+
+    app = FastAPI(title="deid-speech", description="Offline speech de-identification over HTTP.")
+
+    def check_auth(request: Request) -> None:
+        if token is None:
+            return
+        got = request.headers.get("authorization", "")
+        if not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
+            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    def get_job(job_id: str) -> Job:
+        job = service.jobs.get(job_id)
+        if job is None:
+            raise HTTPException(404, "no such job (unknown, or deleted after the retention time)")
+        return job
+
+    @app.get("/healthz")
+    def healthz() -> dict:
+        return {"ok": True, "queued": service.queue.qsize(), "jobs": len(service.jobs)}
+
+    @app.post("/v1/redact", status_code=202)
+    async def redact(request: Request, sync: bool = False):
+        check_auth(request)
+        ctype, params = parse_options_header(request.headers.get("content-type", ""))
+        if ctype != b"multipart/form-data" or b"boundary" not in params:
+            raise HTTPException(400, "send multipart/form-data with a 'file' part")
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > max_upload_bytes:
+            raise HTTPException(413, f"upload larger than {max_upload_bytes >> 20} MB")
+        job = service.new_job(())
+        state: dict = {"name": None, "suffix": None, "fh": None, "fields": {}, "headers": {}, "hf": b"", "hv": b"",
+                       "buf": b""}
+
+        def on_part_begin():
+            state.update(name=None, suffix=None, headers={}, buf=b"")
+
+        def on_header_field(data, start, end):
+            state["hf"] += data[start:end]
+
+        def on_header_value(data, start, end):
+            state["hv"] += data[start:end]
+
+        def on_header_end():
+            state["headers"][state["hf"].lower()] = state["hv"]
+            state["hf"] = state["hv"] = b""
+
+        def on_headers_finished():
+            _, disp = parse_options_header(state["headers"].get(b"content-disposition", b""))
+            state["name"] = disp.get(b"name", b"").decode("utf-8", "replace")
+            if state["name"] == "file":
+                suffix = Path(disp.get(b"filename", b"").decode("utf-8", "replace")).suffix.lower()
+                state["suffix"] = suffix
+                if suffix not in EXTENSIONS + TRANSCODED:
+                    raise ValueError(f"unsupported audio type {suffix or '(none)'!r}")
+                state["fh"] = open(job.folder / f"input{suffix}", "wb")  # never the client's name or path
+
+        def on_part_data(data, start, end):
+            if state["name"] == "file" and state["fh"] is not None:
+                state["fh"].write(data[start:end])
+            elif len(state["buf"]) < 1024:
+                state["buf"] += data[start:end]
+
+        def on_part_end():
+            if state["name"] == "file" and state["fh"] is not None:
+                state["fh"].close()
+            elif state["name"]:
+                state["fields"][state["name"]] = state["buf"].decode("utf-8", "replace")
+
+        parser = MultipartParser(params[b"boundary"], {
+            "on_part_begin": on_part_begin, "on_header_field": on_header_field, "on_header_value": on_header_value,
+            "on_header_end": on_header_end, "on_headers_finished": on_headers_finished,
+            "on_part_data": on_part_data, "on_part_end": on_part_end})
+        total = 0
+        try:
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > max_upload_bytes:
+                    raise HTTPException(413, f"upload larger than {max_upload_bytes >> 20} MB")
+                parser.write(chunk)
+            parser.finalize()
+        except ClientDisconnect:
+            service.discard(job)
+            log.info("upload for job %s abandoned by the client", job.id)
+            return JSONResponse({"detail": "client disconnected"}, status_code=400)
+        except HTTPException:
+            service.discard(job)
+            raise
+        except Exception as e:  # a malformed body or part
+            service.discard(job)
+            raise HTTPException(400, f"malformed upload ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        finally:
+            if state["fh"] is not None and not state["fh"].closed:
+                state["fh"].close()
+        if not list(job.folder.glob("input.*")) or not next(job.folder.glob("input.*")).stat().st_size:
+            service.discard(job)
+            raise HTTPException(400, "no audio in the 'file' part")
+        formats = tuple(f.strip().lower() for f in state["fields"].get("format", "").split(",") if f.strip())
+        if bad := [f for f in formats if f not in FORMATS]:
+            service.discard(job)
+            raise HTTPException(400, f"unknown format(s) {', '.join(bad)}; choose from {', '.join(FORMATS)}")
+        job.formats = tuple(dict.fromkeys(formats))
+        if not service.submit(job):
+            service.discard(job)
+            raise HTTPException(429, "the queue is full; try again later", headers={"Retry-After": "30"})
+        if sync:
+            import asyncio
+
+            await asyncio.get_running_loop().run_in_executor(None, job.done.wait, sync_timeout_s)
+            return JSONResponse(job.as_dict(), status_code=200 if job.done.is_set() else 202)
+        return job.as_dict()
+
+    @app.get("/v1/jobs/{job_id}")
+    def job_state(job_id: str, request: Request) -> dict:
+        check_auth(request)
+        return get_job(job_id).as_dict()
+
+    @app.get("/v1/jobs/{job_id}/{kind}")
+    def job_output(job_id: str, kind: str, request: Request):
+        check_auth(request)
+        job = get_job(job_id)
+        if kind not in ("audio", "report") + FORMATS:
+            raise HTTPException(404, "outputs: audio, report, srt, vtt, txt")
+        if job.state != "done":
+            raise HTTPException(409, f"job is {job.state}" + (f": {job.error}" if job.error else ""))
+        if kind not in job.outputs:
+            raise HTTPException(404, f"this job made no {kind} (ask for it with format={kind})")
+        path = Path(job.outputs[kind])
+        return FileResponse(path, filename=f"redacted{''.join(path.suffixes[-1:])}")
+
+    return app
+
+
+def read_token(token_file: Path | None) -> str | None:
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise DeidError(f"--token-file {token_file}: {e.strerror or e}") from None
+    else:
+        token = os.environ.get("DEID_SPEECH_TOKEN", "").strip()
+    if token and len(token) < 16:
+        raise DeidError("the bearer token must be at least 16 characters")
+    return token or None
+
+
+def run(args) -> int:
+    """The ``serve`` command."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise DeidError("deid-speech serve needs the server extra: pip install 'deid-speech[server]'") from None
+    from deid_speech import Redactor
+    from deid_speech.cli import redact_config
+
+    token = read_token(args.token_file)
+    if token is None and args.host not in LOOPBACK:
+        raise DeidError(f"refusing to listen on {args.host} without a bearer token "
+                        "(set DEID_SPEECH_TOKEN or --token-file)")
+    service = Service(Redactor(redact_config(args)), args.work_dir, args.queue_size, args.retention)
+    app = create_app(service, token, args.max_upload_mb << 20, args.sync_timeout)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
