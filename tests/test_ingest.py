@@ -149,3 +149,45 @@ def test_killing_ingest_at_random_moments_never_leaves_a_false_finish(tmp_path):
     assert clean.returncode == 0
     for f in sorted((tmp_path / "clean").glob("*.redacted.*")):
         assert f.read_bytes() == (tmp_path / "out" / f.name).read_bytes(), f.name
+
+
+def test_address_needs_the_ray_engine(archive, tmp_path, capsys):
+    assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o"), "--address", "ray://x:10001"]) == 1
+    assert "--engine ray" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_ray_engine_survives_a_killed_worker_without_duplicate_or_lost_outputs(tmp_path):
+    pytest.importorskip("ray")
+    from deid_speech import models
+
+    x, sr = sf.read(str(models.path("example")), dtype="float32")
+    src = tmp_path / "arch"
+    src.mkdir()
+    for i in range(6):
+        sf.write(src / f"c{i}.wav", x[int(i * 10 * sr):int((i * 10 + 8) * sr)], sr)
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "deid_speech", "ingest", str(src), "--out-dir", str(out),
+                          "--engine", "ray", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    killed = None
+    deadline = time.time() + 240
+    while time.time() < deadline and killed is None and p.poll() is None:
+        if list(out.glob("*.redacted.json")):  # the actors are at work: kill one mid-run
+            ps = subprocess.run(["pgrep", "-f", "ray::_RedactActor"], capture_output=True, text=True).stdout.split()
+            if ps:
+                killed = int(ps[0])
+                os.kill(killed, signal.SIGKILL)
+        time.sleep(0.2)
+    stdout, stderr = p.communicate(timeout=600)
+    assert killed is not None, "no Ray actor process was seen"
+    assert p.returncode == 0, stderr[-2000:]
+    rows = ledger_rows(out)
+    assert len(rows) == 6 and {v[0] for v in rows.values()} == {"done"}
+    assert sorted(f.name for f in out.glob("*.redacted.*")) == sorted(
+        f"c{i}.redacted.{e}" for i in range(6) for e in ("wav", "json"))
+    clean = subprocess.run([sys.executable, "-m", "deid_speech", "redact", str(src), "--out-dir", str(tmp_path / "c")],
+                           capture_output=True)
+    assert clean.returncode == 0
+    for f in sorted((tmp_path / "c").glob("*.redacted.*")):
+        assert f.read_bytes() == (out / f.name).read_bytes(), f.name

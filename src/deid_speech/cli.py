@@ -119,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("source", type=Path, help="a folder of recordings, or a .csv/.jsonl list of their paths")
     ing.add_argument("--out-dir", type=Path, required=True, help="where the outputs and the ledger go")
     ing.add_argument("--retry-failed", action="store_true", help="try again the inputs that failed before")
+    ing.add_argument("--engine", choices=("local", "ray"), default="local",
+                     help="local: --workers processes on this machine (default); ray: --workers Ray actors, "
+                          "on a local Ray instance or the cluster at --address (the ray extra)")
+    ing.add_argument("--address", default=None, help="with --engine ray: the cluster to join (default: a local one)")
     srv = sub.add_parser("serve", parents=[r], help="redaction over HTTP (FastAPI; the server extra)",
                          description="POST /v1/redact (multipart 'file', optional 'format'), GET /v1/jobs/{id}, "
                                      "GET /v1/jobs/{id}/audio|report|srt|vtt|txt, GET /healthz, docs at /docs. "

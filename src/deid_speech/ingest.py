@@ -150,6 +150,53 @@ def decide(ledger: Ledger, f: Path, retry_failed: bool) -> tuple[str, str, tuple
     return "redo", "unfinished" if entry.state != "failed" else "retrying", (st.st_size, st.st_mtime_ns, digest)
 
 
+class RayPool:
+    """``workers`` Ray actors, each with its own Redactor (models loaded once per actor);
+    ``map`` keeps the input order. An actor whose process dies is restarted and its task
+    retried (``max_restarts``, ``max_task_retries``); outputs are written atomically and the
+    ledger only by the driver, so a retry neither duplicates nor loses an output. Local by
+    default (``ray.init()`` starts a one-machine cluster); ``address`` joins a cluster, whose
+    nodes must see the inputs and ``--out-dir`` at the same paths (shared storage)."""
+
+    def __init__(self, config, workers: int, address: str | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise DeidError("--engine ray needs Ray: pip install 'deid-speech[ray]'") from None
+        from ray.util import ActorPool
+
+        self.ray = ray
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         **({} if address else {"num_cpus": workers}))
+            except Exception as e:  # an unreachable cluster: one line
+                raise DeidError(f"cannot start or reach Ray{f' at {address}' if address else ''}: "
+                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        actor = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(_RedactActor)
+        self.actors = [actor.remote(config) for _ in range(workers)]
+        self.pool = ActorPool(self.actors)
+
+    def map(self, fn, jobs):
+        return self.pool.map(lambda a, job: a.redact.remote(job), jobs)
+
+    def close(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a)
+
+
+class _RedactActor:
+    def __init__(self, config):
+        from deid_speech.cli import _init_worker
+
+        _init_worker(config)
+
+    def redact(self, job) -> tuple[bool, str]:
+        from deid_speech.cli import _worker_redact
+
+        return _worker_redact(job)
+
+
 def run(args) -> int:
     """The ``ingest`` command: plan from the ledger, redact what is to do (``--workers``),
     record each result; exit 1 if any input of this run failed."""
@@ -163,6 +210,8 @@ def run(args) -> int:
         raise DeidError(f"--out-dir {out} is a file, not a folder")
     if not args.source.exists():
         raise DeidError(f"{args.source}: no such folder or list of files")
+    if args.address and args.engine != "ray":
+        raise DeidError("--address is a Ray cluster's: use it with --engine ray")
     config = redact_config(args)  # a bad option fails before any work
     files, skipped_inputs, roots = read_source(args.source)
     for f, why in skipped_inputs:
@@ -192,9 +241,12 @@ def run(args) -> int:
         jobs = [(f, folders[f], inputs, refused.get(f), args.unredacted_report, f in full, args.format)
                 for f, *_ in todo]
         workers = min(args.workers, len(jobs))
-        redactor = WorkerPool(config, workers) if workers > 1 else Redactor(config) if jobs else None
+        if args.engine == "ray" and jobs:
+            redactor = RayPool(config, max(1, workers), args.address)
+        else:
+            redactor = WorkerPool(config, workers) if workers > 1 else Redactor(config) if jobs else None
         try:
-            results = (redactor.map(_worker_redact, jobs) if isinstance(redactor, WorkerPool) else
+            results = (redactor.map(_worker_redact, jobs) if isinstance(redactor, (WorkerPool, RayPool)) else
                        (_redact_one(redactor, job[0], *job[1:4], None, time.perf_counter(), *job[4:]) for job in jobs))
             ok = failed = 0
             for (f, size, mtime, digest), (good, msg) in zip(todo, results):
@@ -208,7 +260,7 @@ def run(args) -> int:
                     ledger.record(str(f), size, mtime, digest, "failed", error=msg.removeprefix("error: ").split("\n")[0])
                     failed += 1
         finally:
-            if isinstance(redactor, WorkerPool):
+            if isinstance(redactor, (WorkerPool, RayPool)):
                 redactor.close()
         print(f"{len(files)} input(s): {ok} redacted now, {done_before} done before, {failed} failed now, "
               f"{failed_before} failed before or skipped; ledger {out / LEDGER}")
