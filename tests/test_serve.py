@@ -183,3 +183,23 @@ def test_token_rules(tmp_path, monkeypatch):
     from deid_speech.cli import main
 
     assert main(["serve", "--host", "0.0.0.0", "--work-dir", str(tmp_path / "w")]) == 1
+
+
+def test_requests_may_set_the_operators_and_labels(server, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="deid_speech")
+    r = server.post(files={"file": ("jane_doe_0412.wav", _wav(), "audio/wav")}, params={"sync": "true"},
+                    data={"mode": "silence", "text_op": "mask", "labels": "PHONE,NRIC", "padding": "0.1"})
+    job = r.json()
+    assert r.status_code == 200 and job["state"] == "done", r.text
+    report = httpx.get(f"{server.url}/v1/jobs/{job['id']}/report", headers=server.auth).json()
+    assert report["labels"] == ["PHONE", "NRIC"] and report["operators"]["default"]["audio"] == "silence"
+    assert "****" in report["redacted_transcript"] and "nine" not in report["redacted_transcript"]
+    plain = server.post(files={"file": ("a.wav", _wav(), "audio/wav")}, params={"sync": "true"}).json()
+    report = httpx.get(f"{server.url}/v1/jobs/{plain['id']}/report", headers=server.auth).json()
+    assert "[PHONE_1]" in report["redacted_transcript"]  # the next request is back to the server's options
+    for bad in ({"mode": "scream"}, {"labels": "PHONE,SSN"}, {"padding": "9"}, {"label_op": "PHONE=louder"}):
+        assert server.post(files={"file": ("a.wav", _wav(1.0), "audio/wav")}, data=bad).status_code == 400, bad
+    logged = " ".join(rec.getMessage() for rec in caplog.records)
+    assert job["id"] in logged and "jane" not in logged and "nine" not in logged  # ids and states only

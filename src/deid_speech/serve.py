@@ -1,7 +1,11 @@
 """``deid-speech serve``: redaction over HTTP (FastAPI + uvicorn; ``pip install 'deid-speech[server]'``).
 
 * ``POST /v1/redact``: multipart form with ``file`` (the audio) and optional ``format``
-  (comma-separated srt,vtt,txt; the JSON report is always made). Returns ``{"id", "state"}``
+  (comma-separated srt,vtt,txt; the JSON report is always made) and the operator options
+  of ``redact``: ``mode``, ``text_op``, ``label_op`` (repeatable), ``labels``, ``padding``,
+  ``pad_before``, ``pad_after``, ``merge_gap``. A request that sets any of them starts from
+  the built-in operator defaults, not from the server's flags; the models are the server's
+  (``system``, ``asr_model`` and the rest are set when it starts, and not loaded again). Returns ``{"id", "state"}``
   (202); with ``?sync=true`` the request waits for the result (up to ``--sync-timeout``
   seconds) and returns the job as ``GET /v1/jobs/{id}`` would.
 * ``GET /v1/jobs/{id}``: ``{"id", "state": queued|running|done|failed, "error", "outputs"}``;
@@ -43,6 +47,7 @@ class Job:
     state: str = "queued"
     error: str | None = None
     outputs: dict = field(default_factory=dict)  # kind -> path
+    config: object = None  # this request's RedactConfig (operators, labels), or None: the server's
     finished: float | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -62,6 +67,42 @@ class Service:
         self.lock = threading.Lock()
         self.worker = threading.Thread(target=self._run, name="deid-speech-worker", daemon=True)
         self.worker.start()
+
+    def with_config(self, config):
+        """A Redactor for one request's operators and labels that shares this server's
+        loaded recogniser, detectors and verifier (no model is loaded again)."""
+        from deid_speech.pipeline import Redactor
+
+        r = self.redactor
+        return Redactor(config, asr=r.asr, detectors=r.detectors, verifier=r.verifier)
+
+    def request_config(self, fields: dict[str, list[str]]):
+        """The server's RedactConfig with this request's operator options, or None when it
+        sets none; a bad value is a DeidError (400)."""
+        import argparse
+        from dataclasses import replace
+
+        from deid_speech.cli import _labels, _padding, redact_options
+        from deid_speech.redact import AUDIO_OPS, TEXT_OPS
+
+        keys = ("mode", "text_op", "label_op", "labels", "padding", "pad_before", "pad_after", "merge_gap")
+        if not any(k in fields for k in keys):
+            return None
+        one = {k: fields[k][-1].strip() for k in keys if k in fields and k != "label_op"}
+        for k, allowed in (("mode", AUDIO_OPS), ("text_op", TEXT_OPS)):
+            if k in one and one[k] not in allowed:
+                raise DeidError(f"{k} must be one of {', '.join(allowed)}")
+        try:
+            num = {k: _padding(one[k]) for k in ("padding", "pad_before", "pad_after", "merge_gap") if k in one}
+            labels = _labels(one["labels"]) if "labels" in one else self.redactor.config.labels
+        except argparse.ArgumentTypeError as e:
+            raise DeidError(str(e)) from None
+        ns = argparse.Namespace(config=None, mode=one.get("mode"), text_op=one.get("text_op"),
+                                label_op=fields.get("label_op", []), padding=num.get("padding"),
+                                pad_before=num.get("pad_before"), pad_after=num.get("pad_after"),
+                                merge_gap=num.get("merge_gap"))
+        base = self.redactor.config
+        return replace(base, redact=redact_options(ns), labels=labels)
 
     def new_job(self, formats: tuple[str, ...]) -> Job:
         job_id = uuid.uuid4().hex
@@ -91,7 +132,8 @@ class Service:
             job.state = "running"
             src = next(job.folder.glob("input.*"))
             try:
-                audio_out, json_out, _ = redact_file(self.redactor, src, job.folder / "out", {src.resolve()},
+                redactor = self.redactor if job.config is None else self.with_config(job.config)
+                audio_out, json_out, _ = redact_file(redactor, src, job.folder / "out", {src.resolve()},
                                                      formats=job.formats + ("json",))
                 job.outputs = {"audio": audio_out, "report": json_out,
                                **{f: format_path(json_out, f) for f in job.formats}}
@@ -190,7 +232,7 @@ def create_app(service: Service, token: str | None = None, max_upload_bytes: int
             if state["name"] == "file" and state["fh"] is not None:
                 state["fh"].close()
             elif state["name"]:
-                state["fields"][state["name"]] = state["buf"].decode("utf-8", "replace")
+                state["fields"].setdefault(state["name"], []).append(state["buf"].decode("utf-8", "replace"))
 
         parser = MultipartParser(params[b"boundary"], {
             "on_part_begin": on_part_begin, "on_header_field": on_header_field, "on_header_value": on_header_value,
@@ -220,11 +262,16 @@ def create_app(service: Service, token: str | None = None, max_upload_bytes: int
         if not list(job.folder.glob("input.*")) or not next(job.folder.glob("input.*")).stat().st_size:
             service.discard(job)
             raise HTTPException(400, "no audio in the 'file' part")
-        formats = tuple(f.strip().lower() for f in state["fields"].get("format", "").split(",") if f.strip())
+        formats = tuple(f.strip().lower() for f in (state["fields"].get("format") or [""])[-1].split(",") if f.strip())
         if bad := [f for f in formats if f not in FORMATS]:
             service.discard(job)
             raise HTTPException(400, f"unknown format(s) {', '.join(bad)}; choose from {', '.join(FORMATS)}")
         job.formats = tuple(dict.fromkeys(formats))
+        try:
+            job.config = service.request_config(state["fields"])
+        except DeidError as e:
+            service.discard(job)
+            raise HTTPException(400, str(e)) from None
         if not service.submit(job):
             service.discard(job)
             raise HTTPException(429, "the queue is full; try again later", headers={"Retry-After": "30"})
