@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -191,3 +192,16 @@ def test_ray_engine_survives_a_killed_worker_without_duplicate_or_lost_outputs(t
     assert clean.returncode == 0
     for f in sorted((tmp_path / "c").glob("*.redacted.*")):
         assert f.read_bytes() == (out / f.name).read_bytes(), f.name
+
+
+def test_an_unreachable_ray_cluster_is_a_one_line_error(archive, tmp_path, capsys):
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = time.time()
+    assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o"), "--engine", "ray",
+                 "--address", f"127.0.0.1:{port}"]) == 1
+    assert f"cannot reach Ray at 127.0.0.1:{port}" in capsys.readouterr().err and time.time() - t < 30
+    assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o"), "--engine", "ray",
+                 "--address", "no-port-here"]) == 1

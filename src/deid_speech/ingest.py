@@ -166,6 +166,8 @@ class RayPool:
         from ray.util import ActorPool
 
         self.ray = ray
+        if address and address != "auto":
+            _check_reachable(address)
         if not ray.is_initialized():
             try:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False,
@@ -183,6 +185,22 @@ class RayPool:
     def close(self) -> None:
         for a in self.actors:
             self.ray.kill(a)
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A quick TCP check of ``host:port`` (or ``ray://host:port``): Ray itself keeps retrying
+    an unreachable address for minutes."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise DeidError(f"--address {address}: expected host:port, ray://host:port or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise DeidError(f"cannot reach Ray at {address} ({e.strerror or e})") from None
 
 
 class _RedactActor:
