@@ -168,20 +168,26 @@ def test_ray_engine_survives_a_killed_worker_without_duplicate_or_lost_outputs(t
     for i in range(6):
         sf.write(src / f"c{i}.wav", x[int(i * 10 * sr):int((i * 10 + 8) * sr)], sr)
     out = tmp_path / "out"
+    log = open(tmp_path / "ingest.log", "w")
     p = subprocess.Popen([sys.executable, "-m", "deid_speech", "ingest", str(src), "--out-dir", str(out),
-                          "--engine", "ray", "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    killed = None
+                          "--engine", "ray", "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
+    killed, seen_at, titles = None, None, set()
     deadline = time.time() + 240
     while time.time() < deadline and killed is None and p.poll() is None:
-        if list(out.glob("*.redacted.json")):  # the actors are at work: kill one mid-run
-            ps = subprocess.run(["pgrep", "-f", "ray::_RedactActor"], capture_output=True, text=True).stdout.split()
-            if ps:
-                killed = int(ps[0])
-                os.kill(killed, signal.SIGKILL)
-        time.sleep(0.2)
-    stdout, stderr = p.communicate(timeout=600)
-    assert killed is not None, "no Ray actor process was seen"
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+        actors = [int(line.split()[0]) for line in ps if "_RedactActor" in line and "ps -eo" not in line]
+        titles.update(line.split(None, 1)[1][:60] for line in ps if "ray::" in line)
+        if actors and seen_at is None:
+            seen_at = time.time()
+        # once an actor has loaded its models and a file is done (or it has been up 6 s): kill it mid-run
+        if actors and (list(out.glob("*.redacted.json")) or time.time() - seen_at > 6):
+            killed = actors[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.1)
+    p.wait(timeout=600)
+    log.close()
+    stderr = (tmp_path / "ingest.log").read_text()
+    assert killed is not None, f"no Ray actor process was seen; ray processes: {sorted(titles)}"
     assert p.returncode == 0, stderr[-2000:]
     rows = ledger_rows(out)
     assert len(rows) == 6 and {v[0] for v in rows.values()} == {"done"}

@@ -170,7 +170,9 @@ class RayPool:
             _check_reachable(address)
         if not ray.is_initialized():
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                # no --address: always a new local instance ("local"), never a cluster that happens
+                # to run on this machine
+                ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
                          **({} if address else {"num_cpus": workers}))
             except Exception as e:  # an unreachable cluster: one line
                 raise DeidError(f"cannot start or reach Ray{f' at {address}' if address else ''}: "
