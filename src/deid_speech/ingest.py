@@ -21,7 +21,6 @@ audio output without its JSON is unfinished by the same rule as in ``redact``.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import sqlite3
 import time
@@ -29,19 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deid_speech.errors import DeidError
+from deid_speech.models import sha256
 
 LEDGER = "ingest-ledger.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS files (
     source TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT,
     state TEXT NOT NULL, outputs TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0, updated REAL)"""
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)

