@@ -9,7 +9,6 @@ import argparse
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 from deid_speech.errors import DeidError
@@ -224,6 +223,7 @@ def cmd_augment(args: argparse.Namespace) -> int:
 
 def cmd_redact(args: argparse.Namespace) -> int:
     from deid_speech import Redactor
+    from deid_speech.batch import WorkerPool
     from deid_speech.pipeline import collect_inputs
 
     config = redact_config(args)  # a bad option fails before any work
@@ -313,7 +313,10 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
                 unredacted_report: bool = False, roots: dict[Path, Path] | None = None,
                 formats: tuple[str, ...] = ("json",), existing: str = "refuse") -> int:
     """Redact every file, continue past failures, print a summary; 1 if any failed.
+    ``redactor``: a Redactor (files one after another, with a progress bar per file) or a
+    :class:`~deid_speech.batch.WorkerPool`.
     ``existing``: what to do where an earlier run's outputs are (refuse, overwrite, skip)."""
+    from deid_speech.batch import Job, WorkerPool, redact_one
     from deid_speech.pipeline import existing_policy, full_name_outputs, output_collisions, output_folders
 
     inputs = {f.resolve() for f in files if f.exists()}
@@ -336,18 +339,17 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
             if action == "skip":
                 yield f, action, (True, f"skipped: {refuse}")
                 continue
-            t0 = time.perf_counter()
             if bar:
                 bar.set_description(f.name[:40])
                 bar.set_postfix_str("")
             progress = (lambda done, total: bar.set_postfix_str(f"{done:.0f}/{total:.0f}s audio")) if bar else None
-            yield f, action, _redact_one(redactor, f, folders[f], inputs, refuse, progress, t0,
-                                         unredacted_report, f in full, formats)
+            yield f, action, redact_one(redactor, job(f, refuse), progress)
+
+    def job(f: Path, refuse: str | None) -> Job:
+        return Job(f, folders[f], inputs, refuse, unredacted_report, f in full, formats)
 
     def parallel():  # results come back in input order, as serial ones do
-        jobs = [(f, folders[f], inputs, refuse, unredacted_report, f in full, formats)
-                for f, action, refuse in plans if action != "skip"]
-        results = iter(redactor.map(_worker_redact, jobs))
+        results = iter(redactor.redact_jobs([job(f, refuse) for f, action, refuse in plans if action != "skip"]))
         for f, action, refuse in plans:
             yield f, action, (True, f"skipped: {refuse}") if action == "skip" else next(results)
 
@@ -370,50 +372,6 @@ def redact_many(redactor, files: list[Path], out_dir: Path | None, show_progress
     return 1 if failed else 0
 
 
-class WorkerPool:
-    """``workers`` processes, each with its own Redactor for ``config`` (models loaded once
-    per process, in its initializer); ``map`` keeps the input order."""
-
-    def __init__(self, config, workers: int):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        self.config, self.workers = config, workers
-        # spawn: a fresh interpreter per worker, never a fork of threads that hold model locks
-        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_init_worker, initargs=(config,))
-
-    def map(self, fn, jobs):
-        return self._pool.map(fn, jobs)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-_WORKER: dict = {}  # in a worker process: its Redactor
-
-
-def _init_worker(config) -> None:
-    import signal
-
-    from deid_speech import Redactor
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; a file in hand is finished
-    try:
-        _WORKER["redactor"] = Redactor(config)
-    except Exception as e:  # reported per file (one line each), never a broken pool's traceback
-        _WORKER["error"] = str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
-
-
-def _worker_redact(job) -> tuple[bool, str]:
-    f, out_dir, inputs, refuse, unredacted_report, full_name, formats = job
-    redactor = _WORKER.get("redactor")
-    if redactor is None:
-        return False, f"error: {f}: {_WORKER.get('error', 'the worker has no redactor')}"
-    return _redact_one(redactor, f, out_dir, inputs, refuse, None, time.perf_counter(), unredacted_report,
-                       full_name, formats)
-
-
 def parse_workers(value: str) -> int:
     """``--workers``: a count, or ``auto`` (the CPU cores this process may use)."""
     if value == "auto":
@@ -425,31 +383,6 @@ def parse_workers(value: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return n
-
-
-def _redact_one(redactor, f: Path, out_dir: Path | None, inputs: set[Path], refused: str | None,
-                progress, t0: float, unredacted_report: bool = False, full_name: bool = False,
-                formats: tuple[str, ...] = ("json",)) -> tuple[bool, str]:
-    """Redact one file of a batch: (success, the line to print). Never raises."""
-    from deid_speech.pipeline import redact_file, remove_stale_outputs
-
-    if refused is not None:  # its outputs belong to another input: touch nothing
-        return False, f"error: {refused}"
-    try:
-        audio_out, _, result = redact_file(redactor, f, out_dir, inputs, progress=progress,
-                                           unredacted_report=unredacted_report, full_name=full_name,
-                                           formats=formats)
-    except Exception as e:  # never a traceback, never a half-written or stale output
-        problem = remove_stale_outputs(f, out_dir, inputs, full_name)
-        msg = f"error: {e}" if isinstance(e, DeidError) else f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
-        return False, msg + (f"; {problem}" if problem else "")
-    msg = f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s -> {audio_out}"
-    if result.uncovered:
-        secs = sum(b - a for a, b in result.uncovered)
-        what = "was beeped" if redactor.config.uncovered == "beep" else "was not checked for PII"
-        msg += (f"\nwarning: {f}: {secs:.1f}s of speech-like audio has no transcribed words and "
-                f"{what} (see uncovered_speech in the JSON)")
-    return True, msg
 
 
 def cmd_tts(args: argparse.Namespace) -> int:

@@ -142,79 +142,13 @@ def decide(ledger: Ledger, f: Path, retry_failed: bool) -> tuple[str, str, tuple
     return "redo", "unfinished" if entry.state != "failed" else "retrying", (st.st_size, st.st_mtime_ns, digest)
 
 
-class RayPool:
-    """``workers`` Ray actors, each with its own Redactor (models loaded once per actor);
-    ``map`` keeps the input order. An actor whose process dies is restarted and its task
-    retried (``max_restarts``, ``max_task_retries``); outputs are written atomically and the
-    ledger only by the driver, so a retry neither duplicates nor loses an output. Local by
-    default (``ray.init()`` starts a one-machine cluster); ``address`` joins a cluster, whose
-    nodes must see the inputs and ``--out-dir`` at the same paths (shared storage)."""
-
-    def __init__(self, config, workers: int, address: str | None = None):
-        try:
-            import ray
-        except ImportError:
-            raise DeidError("--engine ray needs Ray: pip install 'deid-speech[ray]'") from None
-        from ray.util import ActorPool
-
-        self.ray = ray
-        if address and address != "auto":
-            _check_reachable(address)
-        if not ray.is_initialized():
-            try:
-                # no --address: always a new local instance ("local"), never a cluster that happens
-                # to run on this machine
-                ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
-                         **({} if address else {"num_cpus": workers}))
-            except Exception as e:  # an unreachable cluster: one line
-                raise DeidError(f"cannot start or reach Ray{f' at {address}' if address else ''}: "
-                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-        actor = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(_RedactActor)
-        self.actors = [actor.remote(config) for _ in range(workers)]
-        self.pool = ActorPool(self.actors)
-
-    def map(self, fn, jobs):
-        return self.pool.map(lambda a, job: a.redact.remote(job), jobs)
-
-    def close(self) -> None:
-        for a in self.actors:
-            self.ray.kill(a)
-
-
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A quick TCP check of ``host:port`` (or ``ray://host:port``): Ray itself keeps retrying
-    an unreachable address for minutes."""
-    import socket
-
-    hostport = address.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise DeidError(f"--address {address}: expected host:port, ray://host:port or auto")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as e:
-        raise DeidError(f"cannot reach Ray at {address} ({e.strerror or e})") from None
-
-
-class _RedactActor:
-    def __init__(self, config):
-        from deid_speech.cli import _init_worker
-
-        _init_worker(config)
-
-    def redact(self, job) -> tuple[bool, str]:
-        from deid_speech.cli import _worker_redact
-
-        return _worker_redact(job)
-
-
 def run(args) -> int:
     """The ``ingest`` command: plan from the ledger, redact what is to do (``--workers``),
     record each result; exit 1 if any input of this run failed."""
     import sys
 
-    from deid_speech.cli import WorkerPool, _redact_one, _worker_redact, redact_config
+    from deid_speech.batch import InProcess, Job, RayPool, WorkerPool
+    from deid_speech.cli import redact_config
     from deid_speech.pipeline import Redactor, full_name_outputs, output_collisions, output_folders, planned_outputs
 
     out = args.out_dir
@@ -250,16 +184,17 @@ def run(args) -> int:
             digest = digest or sha256(f)
             ledger.record(str(f), size, mtime, digest, "running")
             todo.append((f, size, mtime, digest))
-        jobs = [(f, folders[f], inputs, refused.get(f), args.unredacted_report, f in full, args.format)
+        jobs = [Job(f, folders[f], inputs, refused.get(f), args.unredacted_report, f in full, args.format)
                 for f, *_ in todo]
         workers = min(args.workers, len(jobs))
-        if args.engine == "ray" and jobs:
-            redactor = RayPool(config, max(1, workers), args.address)
+        if not jobs:
+            pool = InProcess(None)  # nothing to do: no model is loaded
+        elif args.engine == "ray":
+            pool = RayPool(config, workers, args.address)
         else:
-            redactor = WorkerPool(config, workers) if workers > 1 else Redactor(config) if jobs else None
+            pool = WorkerPool(config, workers) if workers > 1 else InProcess(Redactor(config))
         try:
-            results = (redactor.map(_worker_redact, jobs) if isinstance(redactor, (WorkerPool, RayPool)) else
-                       (_redact_one(redactor, job[0], *job[1:4], None, time.perf_counter(), *job[4:]) for job in jobs))
+            results = pool.redact_jobs(jobs)
             ok = failed = 0
             for (f, size, mtime, digest), (good, msg) in zip(todo, results):
                 print(msg, file=sys.stdout if good else sys.stderr)
@@ -272,8 +207,7 @@ def run(args) -> int:
                     ledger.record(str(f), size, mtime, digest, "failed", error=msg.removeprefix("error: ").split("\n")[0])
                     failed += 1
         finally:
-            if isinstance(redactor, (WorkerPool, RayPool)):
-                redactor.close()
+            pool.close()
         print(f"{len(files)} input(s): {ok} redacted now, {done_before} done before, {failed} failed now, "
               f"{failed_before} failed before or skipped; ledger {out / LEDGER}")
         return 1 if failed else 0
