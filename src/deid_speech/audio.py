@@ -48,7 +48,7 @@ class Audio:
         kept: list[int] = []
         for k in range(self.channels):
             x = self.samples[:, k]
-            if not any(np.array_equal(x, self.samples[:, j]) or np.array_equal(-x, self.samples[:, j]) for j in kept):
+            if not any(_same_channel(x, self.samples[:, j]) for j in kept):
                 kept.append(k)
         if len(kept) == 1:
             return [(None, resample(self.samples[:, 0], self.sample_rate, MODEL_RATE))]
@@ -58,19 +58,36 @@ class Audio:
 MIN_RATE, MAX_RATE, MAX_CHANNELS = 4000, 384000, 32
 
 
-def resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
-    """Polyphase resampling. An odd rate ("44101 Hz") is taken at the nearest ratio with a
-    denominator up to 1000 (a pitch error under 0.1 %), so the filter, and the memory it
-    needs, stays small whatever the header says."""
+def resample(x: np.ndarray, sr_in: int, sr_out: int, block_s: float = 60.0) -> np.ndarray:
+    """Polyphase resampling, ``block_s`` seconds of input at a time (each block with enough
+    context on both sides for the filter, so the result equals one pass over the whole
+    signal, and memory does not grow with it). An odd rate ("44101 Hz") is taken at the
+    nearest ratio with a denominator up to 1000 (a pitch error under 0.1 %), so the
+    filter, and the memory it needs, stays small whatever the header says."""
     from fractions import Fraction
 
-    x = np.asarray(x, dtype=np.float32)
     if sr_in == sr_out:
-        return x
+        return np.asarray(x, dtype=np.float32)
     from scipy.signal import resample_poly
 
     ratio = Fraction(sr_out, sr_in).limit_denominator(1000)
-    return resample_poly(x, ratio.numerator, ratio.denominator, axis=0).astype(np.float32)
+    up, down = ratio.numerator, ratio.denominator
+    n = len(x)
+    out_len = -(-n * up // down)
+    block = max(down, int(block_s * sr_in) // down * down)
+    if n <= 2 * block:
+        return resample_poly(np.asarray(x, dtype=np.float32), up, down, axis=0).astype(np.float32)
+    pad = -(-(10 * max(up, down) // up + 2) // down) * down  # input samples the filter reaches (scipy: 10 * max taps)
+    out = np.empty(out_len, np.float32)
+    for s in range(0, n, block):
+        e = min(n, s + block)
+        lo, hi = max(0, s - pad), min(n, e + pad)
+        y = resample_poly(np.asarray(x[lo:hi], dtype=np.float32), up, down, axis=0)
+        first = (s - lo) * up // down
+        o = s * up // down
+        count = min(out_len, -(-e * up // down)) - o
+        out[o:o + count] = y[first:first + count]
+    return out
 
 
 QUIET_DBFS = -45.0  # speech this quiet is raised before recognition
@@ -93,13 +110,35 @@ def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:
 
 def frame_rms(audio: np.ndarray, sr: int, frame_s: float = 0.01) -> np.ndarray:
     """RMS of consecutive non-overlapping frames of ``frame_s`` seconds (a partial last
-    frame is dropped)."""
+    frame is dropped); a 2-D ``(frames, channels)`` array is mixed down first. Computed a
+    million samples at a time, so memory does not grow with the signal."""
     n = max(1, int(round(frame_s * sr)))
-    usable = (len(audio) // n) * n
-    if usable == 0:
-        return np.zeros(0, dtype=np.float32)
-    frames = audio[:usable].astype(np.float64).reshape(-1, n)
-    return np.sqrt((frames ** 2).mean(axis=1)).astype(np.float32)
+    count = len(audio) // n
+    out = np.empty(count, np.float32)
+    step = max(1, (1 << 20) // n)
+    for k in range(0, count, step):
+        seg = np.asarray(audio[k * n: min(count, k + step) * n], dtype=np.float64)
+        if seg.ndim == 2:
+            seg = seg.mean(axis=1)
+        out[k: k + len(seg) // n] = np.sqrt((seg.reshape(-1, n) ** 2).mean(axis=1))
+    return out
+
+
+def all_finite(x: np.ndarray, block: int = 1 << 20) -> bool:
+    """Whether every sample is finite, checked a block at a time."""
+    return all(np.isfinite(x[k: k + block]).all() for k in range(0, len(x), block))
+
+
+def _same_channel(x: np.ndarray, y: np.ndarray, block: int = 1 << 20) -> bool:
+    """``x`` equals ``y`` or its negation (a block at a time)."""
+    same = neg = True
+    for k in range(0, len(x), block):
+        a, b = x[k: k + block], y[k: k + block]
+        same = same and np.array_equal(a, b)
+        neg = neg and np.array_equal(a, -b)
+        if not (same or neg):
+            return False
+    return True
 
 
 def load(path: str | os.PathLike) -> Audio:
@@ -138,7 +177,7 @@ def load(path: str | os.PathLike) -> Audio:
         raise DeidError(f"{p}: cannot read audio ({msg})") from None
     if data.shape[0] == 0:
         raise DeidError(f"{p}: audio has zero length")
-    if not np.isfinite(data).all():
+    if not all_finite(data):
         raise DeidError(f"{p}: audio contains NaN or infinite samples")
     return Audio(data, int(sr), info.format, info.subtype)
 
@@ -188,9 +227,11 @@ def save(audio: Audio, path: str | os.PathLike) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=p.suffix, dir=p.parent)
     os.close(fd)
     try:
-        data = np.clip(audio.samples, -1.0, 1.0)
-        with open(tmp, "wb") as fh:  # a file object: non-UTF-8 names work too
-            sf.write(fh, data, audio.sample_rate, format=audio.format, subtype=audio.subtype)
+        block = 1 << 18  # frames clipped and written at a time: no second copy of a long call
+        with open(tmp, "wb") as fh, sf.SoundFile(fh, "w", audio.sample_rate, audio.channels, audio.subtype,
+                                                  format=audio.format) as out:  # a file object: any name
+            for k in range(0, len(audio.samples), block):
+                out.write(np.clip(audio.samples[k: k + block], -1.0, 1.0))
         os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, p)
     except BaseException as e:  # Ctrl-C and SIGTERM too: never leave a temporary file behind

@@ -151,7 +151,7 @@ class Redactor:
         """The system (:mod:`deid_speech.systems`) says which recogniser and detectors to
         build; ``asr``, ``detectors`` and ``verifier`` (recognisers: ``recognize(audio16k)
         -> Recognition``, or a plain ``transcribe``) replace them (tests pass fakes)."""
-        from deid_speech import systems
+        from deid_speech import systems, timing
         from deid_speech.ner.base import build_all
 
         self.config = config
@@ -170,24 +170,27 @@ class Redactor:
 
                 asr = Transcriber(AsrOptions(model=config.asr_model))
         self.asr = as_recognizer(asr)
-        self.detectors = detectors if detectors is not None else build_all(self.system.detectors, config)
+        with timing.stage("loading"):
+            self.detectors = detectors if detectors is not None else build_all(self.system.detectors, config)
 
     def detect(self, transcript: Transcript, tagged: tuple[Span, ...] | list[Span] = ()) -> list[Span]:
         """The spans of ``transcript``: the recogniser's own ``tagged`` spans (the e2e
         model's) and every detector's, filtered by label and score, merged, and every
         other mention of a found value added."""
+        from deid_speech import timing
         from deid_speech.ner.base import merge_spans
 
-        found: list[Span] = list(tagged)
-        for d in self.detectors:
-            try:
-                found.extend(d.detect(transcript))
-            except DeidError:
-                raise
-            except Exception as e:  # a detector that fails must fail loudly
-                raise DeidError(f"detector {d.name} failed: {e}") from e
-        keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score])
-        return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)
+        with timing.stage("detectors"):
+            found: list[Span] = list(tagged)
+            for d in self.detectors:
+                try:
+                    found.extend(d.detect(transcript))
+                except DeidError:
+                    raise
+                except Exception as e:  # a detector that fails must fail loudly
+                    raise DeidError(f"detector {d.name} failed: {e}") from e
+            keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score])
+            return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)
 
     def recognize(self, mono, progress=None) -> tuple[Transcript, list[Span]]:
         """Transcribe 16 kHz mono audio and find its spans."""
@@ -201,34 +204,42 @@ class Redactor:
         transcript, and return the spans that reach beyond the first redaction. The
         verifier's own entity tags are not used: on the benchmark's dev part they beeped
         41 % of the other speech (its transcript through the detectors: 30 %)."""
+        from deid_speech import timing
         from deid_speech.intervals import covered, union
         from deid_speech.redact import redaction_regions
 
-        regions = union([(a, b) for a, b, _ in redaction_regions(spans, self.config.redact)])
-        audible = mono.copy()
-        for a, b in regions:
-            audible[int(a * 16000): int(b * 16000)] = 0.0
-        transcript = self.verifier.recognize(audible).transcript
-        return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
-                for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
+        with timing.stage("verification", absorb=True):
+            regions = union([(a, b) for a, b, _ in redaction_regions(spans, self.config.redact)])
+            audible = mono.copy()
+            for a, b in regions:
+                audible[int(a * 16000): int(b * 16000)] = 0.0
+            transcript = self.verifier.recognize(audible).transcript
+            return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
+                    for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
 
-    def redact(self, audio: Audio, progress=None) -> RedactResult:
+    def redact(self, audio: Audio, progress=None, in_place: bool = False) -> RedactResult:
         """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
-        redact the union of what was found in every channel."""
+        redact the union of what was found in every channel. ``in_place``: beep into
+        ``audio``'s own samples (the caller owns them and needs no clean copy)."""
+        from deid_speech import timing
         from deid_speech.asr.whisper import uncovered_speech
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
         added_total, uncovered = 0, []
-        for channel, mono in audio.tracks16k():
-            mono = for_recognition(mono)  # quiet speech is raised, not skipped
+        with timing.stage("reading"):
+            tracks = audio.tracks16k()
+        for channel, mono in tracks:
+            with timing.stage("reading"):
+                mono = for_recognition(mono)  # quiet speech is raised, not skipped
             transcript, spans = self.recognize(mono, progress)
             if self.verifier is not None:
                 added = self.verify(mono, spans)
                 added_total += len(added)
                 spans = merge_spans(spans + added)
             found += spans
-            uncovered += uncovered_speech(mono, 16000, transcript.words)
+            with timing.stage("vad"):
+                uncovered += uncovered_speech(mono, 16000, transcript.words)
             per.append((channel, transcript, spans))
         if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
@@ -247,8 +258,9 @@ class Redactor:
                             "recogniser and could not be checked for PII (--uncovered fail)")
         if self.config.uncovered == "beep":  # what could not be checked is not let through
             blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
-        return RedactResult(redact_audio(audio, spans + blanks, self.config.redact), spans, first,
-                            redacted[0], uncovered, verification, channels)
+        with timing.stage("writing"):
+            beeped = redact_audio(audio, spans + blanks, self.config.redact, in_place=in_place)
+        return RedactResult(beeped, spans, first, redacted[0], uncovered, verification, channels)
 
 
 def output_paths(src: Path, out_dir: Path | None, full_name: bool = False) -> tuple[Path, Path]:
@@ -407,17 +419,29 @@ def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set
     written, then the transcripts, and the JSON last: an audio output without its JSON is
     unfinished, and a fresh audio never pairs with a stale report.
     ``unredacted_report``: also write the clear report ``X.pii.json`` (mode 0600)."""
-    from deid_speech.audio import display_name, write_error
-    from deid_speech.writers import WRITERS
+    from deid_speech import timing
+    from deid_speech.audio import display_name
 
     audio_out, json_out = output_paths(src, out_dir, full_name)
     pii_out = pii_report_path(src, out_dir, full_name)
     for out in every_output(src, out_dir, full_name):
         if out.resolve() in inputs:
             raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
-    audio = load(src)
-    result = redactor.redact(audio, progress=progress)
+    with timing.stage("reading"):
+        audio = load(src)
+    result = redactor.redact(audio, progress=progress, in_place=True)  # the audio read here is ours
     name = display_name(src)
+    with timing.stage("writing"):
+        return _write_outputs(redactor, src, out_dir, full_name, formats, unredacted_report, audio_out, json_out,
+                              pii_out, result, name)
+
+
+def _write_outputs(redactor: Redactor, src: Path, out_dir: Path | None, full_name: bool, formats: tuple[str, ...],
+                   unredacted_report: bool, audio_out: Path, json_out: Path, pii_out: Path, result: RedactResult,
+                   name: str) -> tuple[Path, Path, RedactResult]:
+    from deid_speech.audio import write_error
+    from deid_speech.writers import WRITERS
+
     texts = [(format_path(json_out, f), WRITERS[f].render(result, name, redactor.config, redactor.asr.name))
              for f in [f for f in formats if f != "json"] + ["json"]]
     clean_old_temps(audio_out.parent)

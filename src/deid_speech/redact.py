@@ -228,10 +228,13 @@ def _widen_short(spans: list[Span], transcript: Transcript) -> list[Span]:
 
 
 def speech_level(x: np.ndarray, sr: int) -> float:
-    """RMS of the active (speech) frames of a mono signal: the loudest 50% of 20 ms frames."""
+    """RMS of the active (speech) frames of a signal (a 2-D one mixed down): the loudest
+    50% of 20 ms frames."""
     rms = frame_rms(x, sr, 0.02)
     if rms.size == 0:
-        return float(np.sqrt(np.mean(x ** 2))) if len(x) else 0.0
+        mono = np.asarray(x, dtype=np.float64)
+        mono = mono.mean(axis=1) if mono.ndim == 2 else mono
+        return float(np.sqrt(np.mean(mono ** 2))) if len(mono) else 0.0
     active = rms[rms >= np.median(rms)]
     return float(np.sqrt(np.mean(active ** 2))) if active.size else 0.0
 
@@ -267,17 +270,19 @@ def _band_noise(n: int, sr: int, rms: float) -> np.ndarray:
     return (x * (rms / max(float(np.sqrt(np.mean(x ** 2))), 1e-9))).astype(np.float32)
 
 
-def redact_audio(audio: Audio, spans: list[Span], options: RedactOptions = RedactOptions()) -> Audio:
+def redact_audio(audio: Audio, spans: list[Span], options: RedactOptions = RedactOptions(),
+                 in_place: bool = False) -> Audio:
     """Replace every span (plus its label's padding, gaps under ``merge_gap`` joined) in
     every channel by its label's audio operator: a beep or noise at speech level, or
     silence. The original under a region is overwritten, never mixed in.
 
-    Length, rate and channel count are kept; the input array is not modified.
+    Length, rate and channel count are kept; the input array is not modified unless
+    ``in_place`` (the caller owns it: a long call is not copied).
     """
     sr = audio.sample_rate
-    out = audio.samples.copy()
+    level = max(speech_level(audio.samples, sr), 0.01)
+    out = audio.samples if in_place else audio.samples.copy()
     n = out.shape[0]
-    level = max(speech_level(audio.samples.mean(axis=1), sr), 0.01)
     for start, end, op in redaction_regions(spans, options):
         a = max(0, int(np.floor(start * sr)))
         b = min(n, int(np.ceil(end * sr)))

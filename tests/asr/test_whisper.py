@@ -116,15 +116,15 @@ def test_cached_transcriber_decodes_each_audio_once_across_runs(tmp_path, monkey
 
     # a later run (a new process) reads the file: no model load at all for known audio
     again = whisper.CachedTranscriber(AsrOptions(), cache)
-    assert again.transcribe(a).to_dict() == ta.to_dict() and again.transcribe(b).text == "n8000 b5"
+    assert again.transcribe(a).to_dict() == ta.to_dict() and again.transcribe(b).text == "n8000 b1"
     assert (again.hits, again.misses, _CountingTranscriber.loads) == (2, 0, 1)
 
     # other decoding options, or changed audio, are decoded afresh
-    wide = whisper.CachedTranscriber(AsrOptions(beam_size=1), cache)
-    assert wide.transcribe(a).text == "n16000 b1" and wide.misses == 1
+    wide = whisper.CachedTranscriber(AsrOptions(beam_size=5), cache)
+    assert wide.transcribe(a).text == "n16000 b5" and wide.misses == 1
     a2 = a.copy()
     a2[100] = 1e-3
-    assert again.transcribe(a2).text == "n16000 b5" and again.misses == 1
+    assert again.transcribe(a2).text == "n16000 b1" and again.misses == 1
 
 
 def test_cached_transcriber_skips_a_line_cut_short(tmp_path, monkeypatch):
@@ -136,7 +136,7 @@ def test_cached_transcriber_skips_a_line_cut_short(tmp_path, monkeypatch):
     whisper.CachedTranscriber(AsrOptions(), cache).transcribe(a)
     cache.write_text(cache.read_text() + '{"model": "x", "audio": "y", "transc')  # interrupted write
     c = whisper.CachedTranscriber(AsrOptions(), cache)
-    assert c.transcribe(a).text == "n1600 b5" and c.hits == 1
+    assert c.transcribe(a).text == "n1600 b1" and c.hits == 1
 
 
 def test_cached_transcriber_keys_on_the_model_files(tmp_path, monkeypatch):
@@ -157,43 +157,98 @@ def test_cached_transcriber_keys_on_the_model_files(tmp_path, monkeypatch):
     assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is None
 
 
-def _looping_transcriber(loop_when):
-    """A Transcriber whose decoder loops ("-0 -0 -0 ...") when ``loop_when(prompt)``."""
+def _looping_transcriber(loop_when, monkeypatch):
+    """A Transcriber whose decoder loops ("-0 -0 -0 ...") when ``loop_when(careful, dur)``
+    (``careful``: the one-window retry with beams and the fallback); every stretch of the
+    audio counts as speech."""
+    import deid_speech.asr.whisper as whisper
     from deid_speech.asr.whisper import AsrOptions, Transcriber
 
+    monkeypatch.setattr(whisper, "speech_regions", lambda audio, options=None: [(0.0, len(audio) / 16000)])
     t = object.__new__(Transcriber)
     t.options = AsrOptions(window_s=10.0, overlap_s=0.5)
-    t.prompts = []
+    t.calls = []
 
-    def decode(audio, prompt=None):
-        t.prompts.append(prompt)
-        dur = len(audio) / 16000
-        if loop_when(prompt, dur):
+    def words(careful, dur):
+        if loop_when(careful, dur):
             return [(" -0", 0.1 * i, 0.1 * i + 0.05, 0.9) for i in range(int(dur * 9))], [(0.0, dur)]
         return [(f" word{i}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(int(dur * 2))], [(0.0, dur)]
 
-    t._decode = decode
+    def decode(audio, prompt=None):
+        t.calls.append(("careful", prompt))
+        return words(True, len(audio) / 16000)
+
+    def decode_batch(clips):
+        t.calls.append(("batch", len(clips)))
+        return [(*words(False, len(c) / 16000), -0.2) for c in clips]
+
+    t._decode, t._decode_batch = decode, decode_batch
     return t
 
 
-def test_a_looping_window_is_decoded_again_without_the_prompt():
-    import numpy as np
-
+def test_windows_are_decoded_in_one_batch_and_a_looping_one_again_on_its_own(monkeypatch):
     audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
-    t = _looping_transcriber(lambda prompt, dur: bool(prompt) and dur > 5)  # loops only when prompted
+    t = _looping_transcriber(lambda careful, dur: not careful and dur > 8, monkeypatch)  # batched: loops
     tr = t.transcribe(audio)
+    assert t.calls[0] == ("batch", 3)  # 25 s of speech in 10 s windows: one batch of three
+    assert [c[0] for c in t.calls[1:]] == ["careful"] * 3  # each window (> 8 s) looped, and was redone
     assert "-0" not in tr.text and len(tr.words) > 30
-    assert "" in t.prompts[1:]  # the retry ran without the previous words
+    starts = [w.start for w in tr.words]
+    assert starts == sorted(starts)
 
 
-def test_a_window_that_loops_whatever_is_left_uncovered_not_passed_as_checked():
-    import numpy as np
-
+def test_a_window_that_loops_whatever_is_left_uncovered_not_passed_as_checked(monkeypatch):
     from deid_speech.asr.whisper import uncovered_speech
 
     audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
-    t = _looping_transcriber(lambda prompt, dur: dur > 5 and len(t.prompts) > 1)  # windows 2.. always loop
+    t = _looping_transcriber(lambda careful, dur: dur > 8, monkeypatch)  # full windows always loop
     tr = t.transcribe(audio)
     assert "-0" not in tr.text
-    gaps = uncovered_speech(audio, 16000, tr.words)
+    gaps = uncovered_speech(audio, 16000, tr.words, regions=[(0.0, 25.0)])
     assert gaps and sum(b - a for a, b in gaps) > 10  # the looping windows' speech is reported
+
+
+def test_an_unsure_window_is_decoded_again_with_the_words_before_it_as_prompt(monkeypatch):
+    audio = np.zeros(25 * 16000, np.float32)
+    t = _looping_transcriber(lambda careful, dur: False, monkeypatch)
+    t._decode_batch = lambda clips: [([(f" w{k}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(len(c) // 8000)],
+                                      [(0.0, len(c) / 16000)], -0.2 if k != 1 else -1.5)
+                                     for k, c in enumerate(clips)]
+    t.transcribe(audio)
+    careful = [c for c in t.calls if c[0] == "careful"]
+    assert len(careful) == 1 and set(careful[0][1].split()) == {"w0"}  # window 2 only, after window 1's words
+
+
+def test_plan_windows_skip_long_pauses_and_tile_the_call():
+    from deid_speech.asr.whisper import plan_windows
+
+    audio = np.zeros(60 * 16000, np.float32)
+    w = plan_windows(audio, [(0.5, 5.0), (6.0, 12.0), (40.0, 45.0)], window_s=28, overlap_s=1, skip_silence_s=1.0)
+    assert [x.clip for x in w] == [(0.5, 12.0), (40.0, 45.0)]  # 12-40 s is not decoded
+    assert w[0].own == (0.0, 26.0) and w[1].own == (26.0, 60.0)  # owned parts tile the call
+
+
+def test_plan_windows_cut_long_speech_with_overlap_and_fit_whisper():
+    from deid_speech.asr.whisper import plan_windows
+
+    rng = np.random.default_rng(1)
+    audio = (0.2 * rng.standard_normal(90 * 16000)).astype(np.float32)
+    audio[int(25 * 16000): int(25.2 * 16000)] = 0.0  # a quiet moment inside the speech
+    w = plan_windows(audio, [(2.0, 88.0)], window_s=28, overlap_s=1, skip_silence_s=1.0)
+    assert len(w) >= 4
+    assert w[0].own[0] == 0.0 and w[-1].own[1] == 90.0
+    assert all(a.own[1] == pytest.approx(b.own[0]) for a, b in zip(w, w[1:]))  # no gap, no overlap
+    assert all(x.clip[1] - x.clip[0] <= 30.0 for x in w)
+    assert all(x.clip[0] <= max(x.own[0], 2.0) and x.clip[1] >= min(x.own[1], 88.0) for x in w)
+    inner = [x for x in w[1:]]
+    assert all(x.clip[0] == pytest.approx(x.own[0] - 1.0) for x in inner)  # 1 s of context before a cut
+    assert 25.0 <= w[1].own[0] <= 25.2  # the first cut found the quiet moment
+
+
+def test_uncovered_speech_is_speech_no_word_covers():
+    from deid_speech.asr.whisper import uncovered_speech
+
+    audio = np.zeros(30 * 16000, np.float32)
+    words = [("a", 1.0, 1.5, 1.0), ("b", 1.6, 2.0, 1.0), ("c", 9.0, 9.5, 1.0)]
+    gaps = uncovered_speech(audio, 16000, words, regions=[(0.8, 12.0), (20.0, 20.5)])
+    assert gaps == [(2.3, 8.7), (9.8, 12.0)]  # words padded by 0.3 s; a region under 1 s is no gap

@@ -1,25 +1,36 @@
-"""Whisper transcription with word timestamps, in windows for long calls.
+"""Whisper transcription with word timestamps, in windows, decoded in batches.
 
 Backends: faster-whisper (CTranslate2 folders; int8 on CPU) and openai-whisper
-(``.pt`` checkpoints). Audio of any length is cut at quiet points into windows of at most
-``window_s`` seconds, so each is one Whisper window (Whisper's own seeking across 30 s
-windows was seen to skip 20 s of speech on the shipped example). Each window is decoded
-with ``overlap_s`` of context on both sides and the preceding words as its prompt, and
-keeps only the words whose midpoint falls inside its own stretch, so no word is lost or
-duplicated at a boundary. Speech that no
-word covers afterwards is decoded again on its own (:func:`uncovered_speech`).
+(``.pt`` checkpoints). A call of any length is planned into windows of at most
+``window_s`` seconds (:func:`plan_windows`): the Silero voice activity detector
+(:mod:`deid_speech.asr.vad`) finds the speech, windows are cut in its pauses, and a pause
+of ``skip_silence_s`` or more that no window needs is not decoded at all. Speech that runs
+longer than a window without a pause is cut at its quietest point and decoded with
+``overlap_s`` of context on both sides; each window keeps only the words whose midpoint
+falls inside its own stretch, so no word is lost or duplicated at a boundary (Whisper's
+own seeking across 30 s windows was seen to skip 20 s of speech on the shipped example).
+
+The windows are independent, so they are decoded ``batch_size`` at a time in one
+CTranslate2 call (faster-whisper's batched pipeline: one pass per window, no temperature
+fallback), greedily by default. A window whose decoding loops is decoded again on its own
+with beam search and the temperature fallback; speech that no word covers afterwards is
+decoded again on its own with the words before it as the prompt (:func:`uncovered_speech`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from deid_speech import timing
 from deid_speech.asr.models import ResolvedModel, resolve_model
+from deid_speech.asr.vad import VadOptions
 from deid_speech.audio import MODEL_RATE, frame_rms
 from deid_speech.errors import DeidError
 from deid_speech.types import Recognition, Span, Transcript
@@ -28,21 +39,34 @@ from deid_speech.types import Recognition, Span, Transcript
 @dataclass(frozen=True)
 class AsrOptions:
     model: str = "tiny.en"
-    beam_size: int = 5
-    window_s: float = 27.0
-    overlap_s: float = 1.0
+    beam_size: int = 1  # greedy: beams bought no recall on the benchmark's dev part (docs/results.md §0f)
+    batch_size: int = 8  # windows decoded together
+    timestamps: bool = True  # the batched decoding writes timestamp tokens (segments): on the dev calls,
+    # without them greedy decoding leaked 47 % of entity audio, with them 39 %
+    retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
+    # decoded again on its own, with beams, the temperature fallback and the words before it as the
+    # prompt (Whisper's own log_prob_threshold); None: only a window that loops is
+    window_s: float = 28.0
+    overlap_s: float = 1.0  # context on both sides of a cut inside speech
+    skip_silence_s: float = 1.0  # a pause at least this long between windows is not decoded
     compute_type: str = "int8"
     device: str = "cpu"
     language: str | None = "en"
+    threads: int = 0  # CTranslate2 threads; 0: one per core this process may use
+    vad: VadOptions = field(default_factory=VadOptions)
 
     def __post_init__(self) -> None:
         if self.window_s < 5 or self.overlap_s < 0 or self.overlap_s * 4 > self.window_s:
             raise ValueError("window_s must be >= 5 s and overlap_s <= window_s / 4")
+        if self.window_s + 2 * self.overlap_s > 30.0 + 1e-9:
+            raise ValueError("window_s + 2 * overlap_s must fit in one 30 s Whisper window")
+        if self.beam_size < 1 or self.batch_size < 1 or self.threads < 0:
+            raise ValueError("beam_size and batch_size must be >= 1, threads >= 0")
 
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
 FRAME_S = 0.05
-PROMPT_WORDS = 40  # words of the preceding window given as the prompt (context across windows)
+PROMPT_WORDS = 40  # words before an uncovered stretch given as its prompt
 
 
 MAX_COMPRESSION = 2.4  # whisper's own threshold for a repetitive (hallucinated) decoding
@@ -67,6 +91,17 @@ def audio_seed(audio: np.ndarray) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
+def cpu_threads(requested: int = 0) -> int:
+    """Threads for CTranslate2: ``requested``, or one per core this process may run on
+    (its affinity: a worker pinned to one core gets one)."""
+    if requested:
+        return requested
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def cut_points(audio: np.ndarray, sr: int, window_s: float, search_s: float | None = None) -> list[float]:
     """Boundaries (seconds, incl. 0 and the end) such that no stretch is longer than
     ``window_s``; each cut sits on the quietest 50 ms frame of the last ``search_s``
@@ -87,46 +122,105 @@ def cut_points(audio: np.ndarray, sr: int, window_s: float, search_s: float | No
     return cuts
 
 
+class Window(NamedTuple):
+    """A stretch to decode: the audio ``clip`` (seconds) and the part of the timeline it
+    ``own``s (its words are those whose midpoint falls there)."""
+    clip: tuple[float, float]
+    own: tuple[float, float]
+
+
+def plan_windows(audio: np.ndarray, regions: list[tuple[float, float]], window_s: float, overlap_s: float,
+                 skip_silence_s: float, sr: int = MODEL_RATE) -> list[Window]:
+    """Windows over the speech ``regions`` of ``audio``: regions closer than
+    ``skip_silence_s`` are one stretch; stretches are packed into windows of at most
+    ``window_s`` (a window may hold a pause, which costs nothing: Whisper encodes 30 s
+    whatever the length); a stretch longer than a window is cut at its quietest points
+    (:func:`cut_points`) into pieces decoded with ``overlap_s`` of context. The owned
+    parts tile the whole call: a boundary between windows sits in the middle of the pause."""
+    total = len(audio) / sr
+    stretches: list[list[float]] = []
+    for a, b in regions:
+        if stretches and a - stretches[-1][1] < skip_silence_s:
+            stretches[-1][1] = max(stretches[-1][1], b)
+        else:
+            stretches.append([a, b])
+    pieces: list[tuple[float, float, bool, bool]] = []  # (lo, hi, cut inside speech at lo, at hi)
+    for a, b in stretches:
+        if b - a <= window_s:
+            pieces.append((a, b, False, False))
+            continue
+        cuts = [a + c for c in cut_points(audio[int(a * sr): int(b * sr)], sr, window_s - 2 * overlap_s)]
+        cuts[-1] = b
+        n = len(cuts) - 1
+        pieces += [(x, y, k > 0, k < n - 1) for k, (x, y) in enumerate(zip(cuts, cuts[1:]))]
+    groups: list[list[tuple[float, float, bool, bool]]] = []
+    for p in pieces:  # whole stretches are packed together; a piece of a cut stretch is a window alone
+        g = groups[-1] if groups else None
+        if g and not (p[2] or p[3] or g[-1][2] or g[-1][3]) and p[1] - g[0][0] <= window_s:
+            g.append(p)
+        else:
+            groups.append([p])
+    windows: list[Window] = []
+    for k, g in enumerate(groups):
+        lo, hi, cut_lo, cut_hi = g[0][0], g[-1][1], g[0][2], g[-1][3]
+        own_lo = 0.0 if k == 0 else lo if cut_lo else (groups[k - 1][-1][1] + lo) / 2
+        own_hi = total if k == len(groups) - 1 else hi if cut_hi else (hi + groups[k + 1][0][0]) / 2
+        clip = (max(0.0, lo - overlap_s) if cut_lo else lo, min(total, hi + overlap_s) if cut_hi else hi)
+        windows.append(Window(clip, (own_lo, own_hi)))
+    return windows
+
+
+def speech_regions(audio: np.ndarray, options: VadOptions | None = None) -> list[tuple[float, float]]:
+    """The speech regions of 16 kHz mono ``audio`` by the shared Silero VAD."""
+    from deid_speech.asr import vad
+
+    return vad.shared(options or VadOptions()).regions(audio)
+
+
 def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, min_len: float = 1.0,
-                     margin: float = 0.3) -> list[tuple[float, float]]:
-    """Stretches of at least ``min_len`` s that sound like speech (frame energy above a
-    tenth of the loud frames' level) but that no word (padded by ``margin``) covers."""
-    rms = frame_rms(audio, sr, FRAME_S)
-    n = rms.size
-    if n == 0:
-        return []
-    loud = np.percentile(rms, 90)
-    active = rms > max(0.1 * loud, 1e-4)
-    covered = np.zeros(n, bool)
-    for w in words:
-        ws, we = (w[1], w[2]) if isinstance(w, tuple) else (w.start, w.end)
-        covered[max(0, int((ws - margin) / FRAME_S)): int((we + margin) / FRAME_S) + 1] = True
-    gaps, start = [], None
-    for k, gap in enumerate(np.append(active & ~covered, False)):
-        if gap and start is None:
-            start = k
-        elif not gap and start is not None:
-            gaps.append((start * FRAME_S, k * FRAME_S))
-            start = None
-    merged: list[tuple[float, float]] = []  # short pauses inside a stretch (<= 0.5 s) join it
+                     margin: float = 0.3, regions: list[tuple[float, float]] | None = None,
+                     ) -> list[tuple[float, float]]:
+    """Stretches of at least ``min_len`` s that the voice activity detector calls speech
+    (``regions``; by default the shared Silero VAD's) but that no word (padded by
+    ``margin``) covers. Pauses under 0.5 s inside a stretch join it."""
+    if sr != MODEL_RATE:
+        raise ValueError("uncovered_speech expects 16 kHz audio")
+    regions = speech_regions(audio) if regions is None else regions
+    cover = sorted((max(0.0, (w[1] if isinstance(w, tuple) else w.start) - margin),
+                    (w[2] if isinstance(w, tuple) else w.end) + margin) for w in words)
+    gaps: list[tuple[float, float]] = []
+    for a, b in regions:
+        t = a
+        for x, y in cover:
+            if y <= t:
+                continue
+            if x >= b:
+                break
+            if x > t:
+                gaps.append((t, x))
+            t = max(t, y)
+        if t < b:
+            gaps.append((t, b))
+    merged: list[tuple[float, float]] = []
     for a, b in gaps:
         if merged and a - merged[-1][1] <= 0.5:
             merged[-1] = (merged[-1][0], b)
         else:
             merged.append((a, b))
-    return [(a, b) for a, b in merged if b - a >= min_len]
+    return [(round(a, 3), round(b, 3)) for a, b in merged if b - a >= min_len]
 
 
 class Transcriber:
     """Loads a Whisper model once; ``transcribe`` turns 16 kHz mono audio into a Transcript,
     ``recognize`` into a :class:`Recognition` (Whisper tags no entities). Safe to share
-    between threads: one window is decoded at a time, because the decoding seeds its
+    between threads: one decoding runs at a time, because the fallback decoding seeds its
     sampler through a process-wide seed."""
 
     def __init__(self, options: AsrOptions = AsrOptions()):
         self.options = options
         self.resolved: ResolvedModel = resolve_model(options.model)
-        self._model = self._load()
+        with timing.stage("loading"):
+            self._model = self._load()
         self._lock = threading.Lock()
 
     @property
@@ -139,8 +233,8 @@ class Transcriber:
             if r.kind == "ct2":
                 from faster_whisper import WhisperModel
 
-                return WhisperModel(str(r.path), device=self.options.device,
-                                    compute_type=self.options.compute_type)
+                return WhisperModel(str(r.path), device=self.options.device, compute_type=self.options.compute_type,
+                                    cpu_threads=cpu_threads(self.options.threads))
             from deid_speech.asr.convert import load_openai_model  # applies stored alignment heads
 
             return load_openai_model(str(r.path), device=self.options.device)
@@ -150,11 +244,14 @@ class Transcriber:
             raise DeidError(f"cannot load Whisper model {r.path}: {str(e).splitlines()[0] if str(e) else e}") from None
 
     def _decode(self, audio: np.ndarray, prompt: str | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
-        with self._lock:  # the seed is process-wide: set it and decode (lazy segments included) as one step
+        """One clip on its own, with beam search and (faster-whisper) the temperature
+        fallback: the careful decoding for a window whose batched decoding looped."""
+        with self._lock, timing.stage("decoding"):
             return self._decode_unlocked(audio, prompt)
 
     def _decode_unlocked(self, audio: np.ndarray, prompt: str | None) -> tuple[list[RawWord], list[tuple[float, float]]]:
         o = self.options
+        beam = max(o.beam_size, 5)
         if self.resolved.kind == "ct2":
             # the temperature fallback samples: seed it from the audio, so the same input gives
             # the same transcript (and the same redaction) on every run
@@ -162,7 +259,7 @@ class Transcriber:
 
             ctranslate2.set_random_seed(audio_seed(audio))
             segments, _ = self._model.transcribe(
-                audio, language=o.language if self._multilingual() else None, beam_size=o.beam_size,
+                audio, language=o.language if self._multilingual() else None, beam_size=beam,
                 word_timestamps=True, condition_on_previous_text=False, vad_filter=False,
                 initial_prompt=prompt or None)
             words: list[RawWord] = []
@@ -174,12 +271,42 @@ class Transcriber:
         import torch
 
         torch.manual_seed(audio_seed(audio))
-        result = self._model.transcribe(audio, language=o.language, beam_size=o.beam_size,
+        result = self._model.transcribe(audio, language=o.language, beam_size=beam,
                                         word_timestamps=True, condition_on_previous_text=False,
                                         fp16=False, initial_prompt=prompt or None)
         words = [(w["word"], w["start"], w["end"], w.get("probability", 1.0))
                  for s in result["segments"] for w in s.get("words", [])]
         return words, [(s["start"], s["end"]) for s in result["segments"]]
+
+    def _decode_batch(self, clips: list[np.ndarray]) -> list[tuple[list[RawWord], list[tuple[float, float]], float]]:
+        """Clips of at most 30 s, decoded together in one pass each (faster-whisper's
+        batched pipeline; openai-whisper checkpoints one at a time): the words, segments
+        (times relative to each clip) and mean token log-probability of each."""
+        if self.resolved.kind != "ct2":
+            return [(*self._decode(c), 0.0) for c in clips]
+        from faster_whisper import BatchedInferencePipeline
+
+        o = self.options
+        # the pipeline takes one array and clip times that do not overlap: lay the clips end
+        # to end, and map the words back by the offset of the clip they fall in
+        starts = np.cumsum([0] + [len(c) for c in clips])
+        joined = np.concatenate(clips).astype(np.float32, copy=False)
+        stamps = [{"start": starts[k] / MODEL_RATE, "end": starts[k + 1] / MODEL_RATE} for k in range(len(clips))]
+        out: list[tuple[list[RawWord], list[tuple[float, float]], float]] = [([], [], 0.0) for _ in clips]
+        with self._lock, timing.stage("decoding"):
+            segments, _ = BatchedInferencePipeline(self._model).transcribe(
+                joined, language=o.language if self._multilingual() else None, beam_size=o.beam_size,
+                batch_size=len(clips), word_timestamps=True, without_timestamps=not o.timestamps, vad_filter=False,
+                clip_timestamps=stamps, log_progress=False)
+            for s in segments:
+                mid = (s.start + s.end) / 2 * MODEL_RATE  # segment times are rounded: the midpoint is safe
+                k = min(int(np.searchsorted(starts, mid, side="right")) - 1, len(clips) - 1)
+                off = starts[k] / MODEL_RATE
+                words, segs, _ = out[k]
+                out[k] = (words, segs, s.avg_logprob)
+                segs.append((s.start - off, s.end - off))
+                words.extend((w.word, w.start - off, w.end - off, w.probability) for w in (s.words or []))
+        return out
 
     def _multilingual(self) -> bool:
         m = self._model
@@ -193,62 +320,73 @@ class Transcriber:
         """Transcribe 16 kHz mono float32 audio. ``progress(done_s, total_s)`` if given."""
         if audio.ndim != 1:
             raise ValueError("transcribe expects mono 16 kHz audio")
-        sr = MODEL_RATE
-        cuts = cut_points(audio, sr, self.options.window_s)
+        o, sr = self.options, MODEL_RATE
+        total = len(audio) / sr
+        with timing.stage("vad"):
+            regions = speech_regions(audio, o.vad)
+            windows = plan_windows(audio, regions, o.window_s, o.overlap_s, o.skip_silence_s)
         words: list[RawWord] = []
         segs: list[Span] = []
         failed: list[tuple[float, float]] = []
-        for k in range(len(cuts) - 1):
-            lo, hi = cuts[k], cuts[k + 1]
-            # a window that loops ("-0 -0 -0 ...", ".co .co ...") is decoded again without the
-            # previous words as its prompt (a loop must not be fed forward); if it still
-            # loops, its words are dropped and its speech is left uncovered (redacted or failed
-            # by the caller, never passed as checked)
-            for prompt in (True, False):
+        for i in range(0, len(windows), o.batch_size):
+            part = windows[i: i + o.batch_size]
+            decoded = self._decode_batch([audio[int(w.clip[0] * sr): int(w.clip[1] * sr)] for w in part])
+            for w, (dw, ds, logprob) in zip(part, decoded):
                 n, m = len(words), len(segs)
-                self._decode_owned(audio, lo, hi, words, segs, prompt=prompt)
-                if not hallucinated(words[n:], hi - lo):
-                    break
+                self._keep_owned(w, dw, ds, total, words, segs)
+                unsure = o.retry_logprob is not None and dw and logprob < o.retry_logprob
+                if not unsure and not hallucinated(words[n:], w.own[1] - w.own[0]):
+                    continue
+                # a window that loops ("-0 -0 -0 ...", ".co .co ...") or that the model is unsure of
+                # is decoded again on its own, with beams, the temperature fallback and the words
+                # before it as the prompt; if it still loops, its words are dropped and its speech
+                # is left uncovered (redacted or failed by the caller, never passed as checked)
                 del words[n:], segs[m:]
-            else:
-                failed.append((lo, hi))
+                before = [x[0].strip() for x in words if x[2] <= w.own[0] + 1e-6][-PROMPT_WORDS:]
+                self._keep_owned(w, *self._decode(audio[int(w.clip[0] * sr): int(w.clip[1] * sr)], " ".join(before)),
+                                 total, words, segs)
+                if hallucinated(words[n:], w.own[1] - w.own[0]):
+                    del words[n:], segs[m:]
+                    failed.append(w.own)
             if progress:
-                progress(hi, cuts[-1])
+                progress(min(part[-1].own[1], total), total)
         # second chance for speech that no word covers (Whisper skipped it): decode the
         # stretch alone, with the words before it as the prompt, which tiny.en needs to
         # recognise a short isolated phrase (seen on the shipped example)
-        for a, b in uncovered_speech(audio, sr, words):
+        words.sort(key=lambda w: (w[1], w[2]))
+        for a, b in uncovered_speech(audio, sr, words, regions=regions):
             if any(a < y and x < b for x, y in failed):
                 continue
+            before = [x[0].strip() for x in words if x[2] <= a + 1e-6][-PROMPT_WORDS:]
+            lo, hi = max(0.0, a - o.overlap_s), min(total, b + o.overlap_s)
             n, m = len(words), len(segs)
-            self._decode_owned(audio, a, b, words, segs)
+            dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(before))
+            self._keep_owned(Window((lo, hi), (a, b)), dw, ds, total, words, segs)
             if hallucinated(words[n:], b - a):
                 del words[n:], segs[m:]
         words.sort(key=lambda w: (w[1], w[2]))
         segs.sort()
         return Transcript.from_words(words, segments=segs)
 
-    def _decode_owned(self, audio: np.ndarray, own_lo: float, own_hi: float,
-                      words: list[RawWord], segs: list[Span], prompt: bool = True) -> None:
-        """Decode [own_lo, own_hi] with overlap context; keep words whose midpoint is owned.
-        ``prompt``: give the preceding words as the prompt."""
-        sr, total = MODEL_RATE, len(audio) / MODEL_RATE
-        lo = max(0.0, own_lo - self.options.overlap_s)
-        hi = min(total, own_hi + self.options.overlap_s)
-        before = [x[0] for x in words if x[2] <= own_lo + 1e-6][-PROMPT_WORDS:] if prompt else []
-        w, s = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(t.strip() for t in before))
+    @staticmethod
+    def _keep_owned(w: Window, decoded: list[RawWord], decoded_segs: list[tuple[float, float]], total: float,
+                    words: list[RawWord], segs: list[Span]) -> None:
+        """Add the words of ``decoded`` (times relative to ``w.clip``) whose midpoint ``w``
+        owns; a word already kept from a neighbouring window (the same word decoded by both,
+        a little apart) is kept once."""
+        lo = w.clip[0]
+        own_lo, own_hi = w.own
         last = own_hi >= total - 1e-6
-        recent = [x for x in words[-40:] if x[2] > lo]  # kept words near this window's start
-        for text, ws, we, p in w:
+        recent = [x for x in words[-40:] if x[2] > lo]
+        for text, ws, we, p in decoded:
             ws, we = ws + lo, max(min(we + lo, total), ws + lo)
             mid = (ws + we) / 2
             if not (own_lo <= mid < own_hi or (last and mid >= own_hi)):
                 continue
-            # the same word decoded by both windows lands a little apart: keep it once
             if any(min(we, x[2]) - max(ws, x[1]) > 0.5 * min(we - ws, x[2] - x[1]) for x in recent):
                 continue
             words.append((text, ws, we, p))
-        for a, b in s:
+        for a, b in decoded_segs:
             a, b = a + lo, min(b + lo, total)
             if b > own_lo and a < own_hi and b >= a:
                 segs.append(Span(max(a, own_lo), min(b, own_hi), source="asr"))

