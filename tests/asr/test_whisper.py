@@ -178,8 +178,8 @@ def _looping_transcriber(loop_when, monkeypatch):
         t.calls.append(("careful", prompt))
         return words(True, len(audio) / 16000)
 
-    def decode_batch(clips):
-        t.calls.append(("batch", len(clips)))
+    def decode_batch(clips, no_repeat=0):
+        t.calls.append(("batch", len(clips), no_repeat))
         return [(*words(False, len(c) / 16000), -0.2) for c in clips]
 
     t._decode, t._decode_batch = decode, decode_batch
@@ -190,8 +190,9 @@ def test_windows_are_decoded_in_one_batch_and_a_looping_one_again_on_its_own(mon
     audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
     t = _looping_transcriber(lambda careful, dur: not careful and dur > 8, monkeypatch)  # batched: loops
     tr = t.transcribe(audio)
-    assert t.calls[0] == ("batch", 3)  # 25 s of speech in 10 s windows: one batch of three
-    assert [c[0] for c in t.calls[1:]] == ["careful"] * 3  # each window (> 8 s) looped, and was redone
+    assert t.calls[0] == ("batch", 3, 0)  # 25 s of speech in 10 s windows: one batch of three
+    assert t.calls[1] == ("batch", 3, 3)  # all three loop: again together, no 3-gram twice
+    assert [c[0] for c in t.calls[2:]] == ["careful"] * 3  # they still loop: each on its own, with beams
     assert "-0" not in tr.text and len(tr.words) > 30
     starts = [w.start for w in tr.words]
     assert starts == sorted(starts)
@@ -208,15 +209,23 @@ def test_a_window_that_loops_whatever_is_left_uncovered_not_passed_as_checked(mo
     assert gaps and sum(b - a for a, b in gaps) > 10  # the looping windows' speech is reported
 
 
-def test_an_unsure_window_is_decoded_again_with_the_words_before_it_as_prompt(monkeypatch):
+def test_an_unsure_window_is_decoded_again_when_asked(monkeypatch):
+    from dataclasses import replace
+
     audio = np.zeros(25 * 16000, np.float32)
     t = _looping_transcriber(lambda careful, dur: False, monkeypatch)
-    t._decode_batch = lambda clips: [([(f" w{k}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(len(c) // 8000)],
-                                      [(0.0, len(c) / 16000)], -0.2 if k != 1 else -1.5)
-                                     for k, c in enumerate(clips)]
+    t.options = replace(t.options, retry_logprob=-1.0)
+    batches = []
+
+    def decode_batch(clips, no_repeat=0):
+        batches.append((len(clips), no_repeat))
+        return [([(f" w{k}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(len(c) // 8000)], [(0.0, len(c) / 16000)],
+                 -1.5 if (k == 1 and not no_repeat) else -0.2) for k, c in enumerate(clips)]
+
+    t._decode_batch = decode_batch
     t.transcribe(audio)
-    careful = [c for c in t.calls if c[0] == "careful"]
-    assert len(careful) == 1 and set(careful[0][1].split()) == {"w0"}  # window 2 only, after window 1's words
+    assert batches[0][1] == 0 and batches[1:] == [(1, 3)]  # the unsure window 2 again, alone, with no 3-gram twice
+    assert not [c for c in t.calls if c[0] == "careful"]
 
 
 def test_plan_windows_skip_long_pauses_and_tile_the_call():

@@ -12,9 +12,10 @@ own seeking across 30 s windows was seen to skip 20 s of speech on the shipped e
 
 The windows are independent, so they are decoded ``batch_size`` at a time in one
 CTranslate2 call (faster-whisper's batched pipeline: one pass per window, no temperature
-fallback), greedily by default. A window whose decoding loops is decoded again on its own
-with beam search and the temperature fallback; speech that no word covers afterwards is
-decoded again on its own with the words before it as the prompt (:func:`uncovered_speech`).
+fallback), greedily by default. Windows whose decoding loops are decoded again together
+with no 3-gram written twice, and one that still loops on its own with beam search and the
+words before it as the prompt; speech that no word covers afterwards is decoded again on
+its own the same way (:func:`uncovered_speech`).
 """
 from __future__ import annotations
 
@@ -44,8 +45,7 @@ class AsrOptions:
     timestamps: bool = True  # the batched decoding writes timestamp tokens (segments): on the dev calls,
     # without them greedy decoding leaked 47 % of entity audio, with them 39 %
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
-    # decoded again on its own, with beams, the temperature fallback and the words before it as the
-    # prompt (Whisper's own log_prob_threshold); None: only a window that loops is
+    # decoded again (as a looping one is); None: only a window that loops is
     window_s: float = 28.0
     overlap_s: float = 1.0  # context on both sides of a cut inside speech
     skip_silence_s: float = 1.0  # a pause at least this long between windows is not decoded
@@ -244,8 +244,10 @@ class Transcriber:
             raise DeidError(f"cannot load Whisper model {r.path}: {str(e).splitlines()[0] if str(e) else e}") from None
 
     def _decode(self, audio: np.ndarray, prompt: str | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
-        """One clip on its own, with beam search and (faster-whisper) the temperature
-        fallback: the careful decoding for a window whose batched decoding looped."""
+        """One clip on its own, with beam search (5) and the prompt, but no temperature
+        fallback (on the dev call that needed it, the fallback took 7.9 s to return the
+        same words that temperature 0 gave in 2.4 s): the careful decoding for a window
+        whose batched decoding looped twice, and for speech no word covers."""
         with self._lock, timing.stage("decoding"):
             return self._decode_unlocked(audio, prompt)
 
@@ -253,15 +255,14 @@ class Transcriber:
         o = self.options
         beam = max(o.beam_size, 5)
         if self.resolved.kind == "ct2":
-            # the temperature fallback samples: seed it from the audio, so the same input gives
-            # the same transcript (and the same redaction) on every run
+            # nothing samples at temperature 0; the seed (from the audio) keeps it so if that changes
             import ctranslate2
 
             ctranslate2.set_random_seed(audio_seed(audio))
             segments, _ = self._model.transcribe(
                 audio, language=o.language if self._multilingual() else None, beam_size=beam,
                 word_timestamps=True, condition_on_previous_text=False, vad_filter=False,
-                initial_prompt=prompt or None)
+                initial_prompt=prompt or None, temperature=0.0)
             words: list[RawWord] = []
             segs: list[tuple[float, float]] = []
             for s in segments:
@@ -273,12 +274,13 @@ class Transcriber:
         torch.manual_seed(audio_seed(audio))
         result = self._model.transcribe(audio, language=o.language, beam_size=beam,
                                         word_timestamps=True, condition_on_previous_text=False,
-                                        fp16=False, initial_prompt=prompt or None)
+                                        fp16=False, initial_prompt=prompt or None, temperature=0.0)
         words = [(w["word"], w["start"], w["end"], w.get("probability", 1.0))
                  for s in result["segments"] for w in s.get("words", [])]
         return words, [(s["start"], s["end"]) for s in result["segments"]]
 
-    def _decode_batch(self, clips: list[np.ndarray]) -> list[tuple[list[RawWord], list[tuple[float, float]], float]]:
+    def _decode_batch(self, clips: list[np.ndarray], no_repeat: int = 0,
+                      ) -> list[tuple[list[RawWord], list[tuple[float, float]], float]]:
         """Clips of at most 30 s, decoded together in one pass each (faster-whisper's
         batched pipeline; openai-whisper checkpoints one at a time): the words, segments
         (times relative to each clip) and mean token log-probability of each."""
@@ -297,7 +299,7 @@ class Transcriber:
             segments, _ = BatchedInferencePipeline(self._model).transcribe(
                 joined, language=o.language if self._multilingual() else None, beam_size=o.beam_size,
                 batch_size=len(clips), word_timestamps=True, without_timestamps=not o.timestamps, vad_filter=False,
-                clip_timestamps=stamps, log_progress=False)
+                clip_timestamps=stamps, log_progress=False, no_repeat_ngram_size=no_repeat)
             for s in segments:
                 mid = (s.start + s.end) / 2 * MODEL_RATE  # segment times are rounded: the midpoint is safe
                 k = min(int(np.searchsorted(starts, mid, side="right")) - 1, len(clips) - 1)
@@ -331,16 +333,24 @@ class Transcriber:
         for i in range(0, len(windows), o.batch_size):
             part = windows[i: i + o.batch_size]
             decoded = self._decode_batch([audio[int(w.clip[0] * sr): int(w.clip[1] * sr)] for w in part])
-            for w, (dw, ds, logprob) in zip(part, decoded):
+            # a window that loops ("-0 -0 -0 ...", ".co .co ...") or that the model is unsure of is
+            # decoded again: first all of them together, greedily with no 3-gram written twice;
+            # one that still loops on its own, with beams and the words
+            # before it as the prompt; if it still loops, its words are dropped and its speech is
+            # left uncovered (redacted or failed by the caller, never passed as checked)
+            redo = [k for k, (w, (dw, _, logprob)) in enumerate(zip(part, decoded))
+                    if hallucinated(dw, w.own[1] - w.own[0])
+                    or (o.retry_logprob is not None and dw and logprob < o.retry_logprob)]
+            if redo:
+                again = self._decode_batch([audio[int(part[k].clip[0] * sr): int(part[k].clip[1] * sr)]
+                                            for k in redo], no_repeat=3)
+                for k, d in zip(redo, again):
+                    decoded[k] = d
+            for w, (dw, ds, _) in zip(part, decoded):
                 n, m = len(words), len(segs)
                 self._keep_owned(w, dw, ds, total, words, segs)
-                unsure = o.retry_logprob is not None and dw and logprob < o.retry_logprob
-                if not unsure and not hallucinated(words[n:], w.own[1] - w.own[0]):
+                if not hallucinated(words[n:], w.own[1] - w.own[0]):
                     continue
-                # a window that loops ("-0 -0 -0 ...", ".co .co ...") or that the model is unsure of
-                # is decoded again on its own, with beams, the temperature fallback and the words
-                # before it as the prompt; if it still loops, its words are dropped and its speech
-                # is left uncovered (redacted or failed by the caller, never passed as checked)
                 del words[n:], segs[m:]
                 before = [x[0].strip() for x in words if x[2] <= w.own[0] + 1e-6][-PROMPT_WORDS:]
                 self._keep_owned(w, *self._decode(audio[int(w.clip[0] * sr): int(w.clip[1] * sr)], " ".join(before)),

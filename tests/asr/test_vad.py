@@ -1,0 +1,67 @@
+"""The voice activity detector: regions from probabilities (unit), Silero on real speech (model)."""
+import json
+
+import numpy as np
+import pytest
+
+from deid_speech import models as shipped
+from deid_speech.asr.vad import FRAME_S, VadOptions, regions_from_probs
+
+
+def test_regions_are_padded_joined_and_clicks_dropped():
+    p = np.zeros(200, np.float32)
+    p[10:40] = 0.9  # 0.32-1.28 s
+    p[45:60] = 0.5  # a gap of 5 frames (0.16 s) before it: joined
+    p[100:102] = 0.9  # 64 ms: a click, dropped
+    p[150:180] = 0.2  # below the threshold
+    r = regions_from_probs(p, 200 * FRAME_S, VadOptions(threshold=0.3, pad_s=0.1, min_gap_s=0.3, min_speech_s=0.1))
+    assert r == [pytest.approx((10 * FRAME_S - 0.1, 60 * FRAME_S + 0.1))]
+
+
+def test_regions_stay_inside_the_audio():
+    p = np.full(20, 0.9, np.float32)
+    assert regions_from_probs(p, 20 * FRAME_S, VadOptions(pad_s=0.5)) == [(0.0, 20 * FRAME_S)]
+
+
+@pytest.mark.model
+def test_silero_hears_every_entity_of_the_example_and_nothing_in_silence():
+    from deid_speech.asr.vad import SileroVad
+    from deid_speech.audio import load
+    from deid_speech.intervals import covered
+
+    vad = SileroVad()
+    audio = load(shipped.path("example")).mono16k()
+    truth = json.loads(shipped.path("example-truth").read_text())
+    regions = vad.regions(audio)
+    for e in truth["entities"]:
+        assert covered(e["start"], e["end"], regions) == pytest.approx(e["end"] - e["start"], abs=0.01), e
+    paused = np.concatenate([audio[: 16000 * 20], np.zeros(16000 * 3, np.float32), audio[16000 * 20:]])
+    assert not any(a < 21.5 < b for a, b in vad.regions(paused))  # a pause is found
+    assert vad.regions(np.zeros(16000 * 5, np.float32)) == []
+    hum = (0.01 * np.sin(2 * np.pi * 50 * np.arange(16000 * 5) / 16000)).astype(np.float32)
+    assert vad.regions(hum) == []
+    # two minutes at a time: a call longer than a block gives the same frames as its parts
+    long = np.concatenate([audio] * 3)
+    p = vad.probs(long)
+    assert len(p) == -(-len(long) // 512) and np.allclose(p[: len(p) // 3 - 1], vad.probs(audio)[: len(p) // 3 - 1],
+                                                           atol=0.05)
+
+
+def test_stage_timings_nest_and_absorb():
+    import time
+
+    from deid_speech import timing
+
+    with timing.collect() as t:
+        with timing.stage("decoding"):
+            time.sleep(0.02)
+            with timing.stage("vad"):
+                time.sleep(0.02)
+        with timing.stage("verification", absorb=True):
+            with timing.stage("decoding"):
+                time.sleep(0.03)
+    assert set(t.seconds) == {"decoding", "vad", "verification"}
+    assert 0.018 < t.seconds["vad"] < 0.05 and 0.018 < t.seconds["decoding"] < 0.05  # counted once each
+    assert t.seconds["verification"] >= 0.028  # its nested decoding is verification
+    with timing.stage("decoding"):  # no collector: nothing kept, nothing fails
+        pass
