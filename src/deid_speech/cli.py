@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the JSON report is always written")
     r.add_argument("--asr-model", default="tiny.en",
                    help="tiny.en (default), base, a CTranslate2 or HF folder, a .pt checkpoint, or a hub name")
+    r.add_argument("--fast-asr", action="store_true",
+                   help="decode Whisper's windows in batches, greedily and independently: about twice as fast, "
+                        "but it leaked more entity audio on held-out calls (docs/results.md §0f)")
     r.add_argument("--labels", type=_labels, default=LABELS, help="comma-separated subset of " + ",".join(LABELS))
     r.add_argument("--spacy-model", default=None, help="spaCy pipeline name or folder for PERSON/DATE")
     r.add_argument("--ner-model", default="default",
@@ -257,7 +260,8 @@ def redact_config(args: argparse.Namespace):
         from deid_speech.asr.models import ALLOW_DOWNLOAD_ENV
 
         os.environ[ALLOW_DOWNLOAD_ENV] = "1"
-    return RedactConfig(system=args.system, asr_model=args.asr_model, labels=args.labels, redact=redact_options(args),
+    return RedactConfig(system=args.system, asr_model=args.asr_model, fast_asr=args.fast_asr, labels=args.labels,
+                        redact=redact_options(args),
                         spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
                         verify=args.verify, uncovered=args.uncovered)
 

@@ -30,6 +30,7 @@ UNCOVERED_ACTIONS = ("beep", "fail", "warn")
 class RedactConfig:
     system: str = "cascade"
     asr_model: str = "tiny.en"
+    fast_asr: bool = False  # Whisper decodes the windows in batches, greedily (--fast-asr; docs/results.md §0f)
     labels: tuple[str, ...] = LABELS
     redact: RedactOptions = field(default_factory=RedactOptions)
     spacy_model: str | None = None
@@ -168,7 +169,8 @@ class Redactor:
             else:
                 from deid_speech.asr.whisper import AsrOptions, Transcriber
 
-                asr = Transcriber(AsrOptions(model=config.asr_model))
+                asr = Transcriber(AsrOptions.fast(model=config.asr_model) if config.fast_asr
+                                  else AsrOptions(model=config.asr_model))
         self.asr = as_recognizer(asr)
         with timing.stage("loading"):
             self.detectors = detectors if detectors is not None else build_all(self.system.detectors, config)

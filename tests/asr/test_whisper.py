@@ -116,15 +116,15 @@ def test_cached_transcriber_decodes_each_audio_once_across_runs(tmp_path, monkey
 
     # a later run (a new process) reads the file: no model load at all for known audio
     again = whisper.CachedTranscriber(AsrOptions(), cache)
-    assert again.transcribe(a).to_dict() == ta.to_dict() and again.transcribe(b).text == "n8000 b1"
+    assert again.transcribe(a).to_dict() == ta.to_dict() and again.transcribe(b).text == "n8000 b5"
     assert (again.hits, again.misses, _CountingTranscriber.loads) == (2, 0, 1)
 
     # other decoding options, or changed audio, are decoded afresh
-    wide = whisper.CachedTranscriber(AsrOptions(beam_size=5), cache)
-    assert wide.transcribe(a).text == "n16000 b5" and wide.misses == 1
+    wide = whisper.CachedTranscriber(AsrOptions(beam_size=1), cache)
+    assert wide.transcribe(a).text == "n16000 b1" and wide.misses == 1
     a2 = a.copy()
     a2[100] = 1e-3
-    assert again.transcribe(a2).text == "n16000 b1" and again.misses == 1
+    assert again.transcribe(a2).text == "n16000 b5" and again.misses == 1
 
 
 def test_cached_transcriber_skips_a_line_cut_short(tmp_path, monkeypatch):
@@ -136,7 +136,7 @@ def test_cached_transcriber_skips_a_line_cut_short(tmp_path, monkeypatch):
     whisper.CachedTranscriber(AsrOptions(), cache).transcribe(a)
     cache.write_text(cache.read_text() + '{"model": "x", "audio": "y", "transc')  # interrupted write
     c = whisper.CachedTranscriber(AsrOptions(), cache)
-    assert c.transcribe(a).text == "n1600 b1" and c.hits == 1
+    assert c.transcribe(a).text == "n1600 b5" and c.hits == 1
 
 
 def test_cached_transcriber_keys_on_the_model_files(tmp_path, monkeypatch):
@@ -157,7 +157,7 @@ def test_cached_transcriber_keys_on_the_model_files(tmp_path, monkeypatch):
     assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is None
 
 
-def _looping_transcriber(loop_when, monkeypatch):
+def _looping_transcriber(loop_when, monkeypatch, batched=True):
     """A Transcriber whose decoder loops ("-0 -0 -0 ...") when ``loop_when(careful, dur)``
     (``careful``: the one-window retry with beams and the fallback); every stretch of the
     audio counts as speech."""
@@ -165,8 +165,11 @@ def _looping_transcriber(loop_when, monkeypatch):
     from deid_speech.asr.whisper import AsrOptions, Transcriber
 
     monkeypatch.setattr(whisper, "speech_regions", lambda audio, options=None: [(0.0, len(audio) / 16000)])
+    from deid_speech.asr.models import ResolvedModel
+
     t = object.__new__(Transcriber)
-    t.options = AsrOptions(window_s=10.0, overlap_s=0.5)
+    t.options = (AsrOptions.fast if batched else AsrOptions)(window_s=10.0, overlap_s=0.5)
+    t.resolved = ResolvedModel("ct2", Path("fake"), "fake")
     t.calls = []
 
     def words(careful, dur):
@@ -174,9 +177,9 @@ def _looping_transcriber(loop_when, monkeypatch):
             return [(" -0", 0.1 * i, 0.1 * i + 0.05, 0.9) for i in range(int(dur * 9))], [(0.0, dur)]
         return [(f" word{i}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(int(dur * 2))], [(0.0, dur)]
 
-    def decode(audio, prompt=None):
+    def decode(audio, prompt=None, fallback=False):
         t.calls.append(("careful", prompt))
-        return words(True, len(audio) / 16000)
+        return words(True if batched else bool(prompt), len(audio) / 16000)
 
     def decode_batch(clips, no_repeat=0):
         t.calls.append(("batch", len(clips), no_repeat))
@@ -196,6 +199,17 @@ def test_windows_are_decoded_in_one_batch_and_a_looping_one_again_on_its_own(mon
     assert "-0" not in tr.text and len(tr.words) > 30
     starts = [w.start for w in tr.words]
     assert starts == sorted(starts)
+
+
+def test_one_at_a_time_each_window_is_prompted_and_a_looping_one_redone_without_the_prompt(monkeypatch):
+    audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
+    # the default mode; the fake loops only when prompted
+    t = _looping_transcriber(lambda prompted, dur: prompted and dur > 5, monkeypatch, batched=False)
+    tr = t.transcribe(audio)
+    assert "-0" not in tr.text and len(tr.words) > 30
+    assert all(c[0] == "careful" for c in t.calls)  # no batch
+    assert t.calls[0][1] == "" and t.calls[1][1].startswith("word0")  # window 2 is prompted by window 1's words
+    assert ("careful", "") in t.calls[2:]  # its retry ran without them
 
 
 def test_a_window_that_loops_whatever_is_left_uncovered_not_passed_as_checked(monkeypatch):

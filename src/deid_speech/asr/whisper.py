@@ -40,10 +40,12 @@ from deid_speech.types import Recognition, Span, Transcript
 @dataclass(frozen=True)
 class AsrOptions:
     model: str = "tiny.en"
-    beam_size: int = 1  # greedy: beams bought no recall on the benchmark's dev part (docs/results.md §0f)
-    batch_size: int = 8  # windows decoded together
-    timestamps: bool = True  # the batched decoding writes timestamp tokens (segments): on the dev calls,
-    # without them greedy decoding leaked 47 % of entity audio, with them 39 %
+    batched: bool = False  # decode the windows in batches, independently (fast; see docs/results.md §0f:
+    # on the held-out test calls it leaked more than one window at a time with the prompt)
+    beam_size: int = 5
+    fallback: bool = True  # one window at a time: Whisper's temperature fallback on an unsure window
+    batch_size: int = 8  # batched: windows decoded together
+    timestamps: bool = True  # batched: write timestamp tokens too (dev calls, greedy: leak 47 % without, 39 % with)
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
     # decoded again (as a looping one is); None: only a window that loops is
     window_s: float = 28.0
@@ -62,6 +64,11 @@ class AsrOptions:
             raise ValueError("window_s + 2 * overlap_s must fit in one 30 s Whisper window")
         if self.beam_size < 1 or self.batch_size < 1 or self.threads < 0:
             raise ValueError("beam_size and batch_size must be >= 1, threads >= 0")
+
+    @classmethod
+    def fast(cls, **kw) -> AsrOptions:
+        """The batched, greedy decoding (``--fast-asr``)."""
+        return cls(**{"batched": True, "beam_size": 1, **kw})
 
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
@@ -243,26 +250,31 @@ class Transcriber:
         except Exception as e:
             raise DeidError(f"cannot load Whisper model {r.path}: {str(e).splitlines()[0] if str(e) else e}") from None
 
-    def _decode(self, audio: np.ndarray, prompt: str | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
-        """One clip on its own, with beam search (5) and the prompt, but no temperature
-        fallback (on the dev call that needed it, the fallback took 7.9 s to return the
-        same words that temperature 0 gave in 2.4 s): the careful decoding for a window
-        whose batched decoding looped twice, and for speech no word covers."""
+    def _decode(self, audio: np.ndarray, prompt: str | None = None, fallback: bool = False,
+                ) -> tuple[list[RawWord], list[tuple[float, float]]]:
+        """One clip on its own, with beam search and the prompt: each window in the default
+        mode (``fallback``: Whisper's temperature fallback too); in the batched mode, a
+        window whose batched decoding looped twice, with beam 5 and no fallback (on the
+        dev call that needed it, the fallback took 7.9 s to return the words that
+        temperature 0 gave in 2.4 s); speech no word covers, in both."""
         with self._lock, timing.stage("decoding"):
-            return self._decode_unlocked(audio, prompt)
+            return self._decode_unlocked(audio, prompt, fallback)
 
-    def _decode_unlocked(self, audio: np.ndarray, prompt: str | None) -> tuple[list[RawWord], list[tuple[float, float]]]:
+    def _decode_unlocked(self, audio: np.ndarray, prompt: str | None, fallback: bool,
+                         ) -> tuple[list[RawWord], list[tuple[float, float]]]:
         o = self.options
-        beam = max(o.beam_size, 5)
+        beam = max(o.beam_size, 5) if o.batched else o.beam_size
+        temperature = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if fallback else 0.0
         if self.resolved.kind == "ct2":
-            # nothing samples at temperature 0; the seed (from the audio) keeps it so if that changes
+            # the temperature fallback samples: seed it from the audio, so the same input gives
+            # the same transcript (and the same redaction) on every run
             import ctranslate2
 
             ctranslate2.set_random_seed(audio_seed(audio))
             segments, _ = self._model.transcribe(
                 audio, language=o.language if self._multilingual() else None, beam_size=beam,
                 word_timestamps=True, condition_on_previous_text=False, vad_filter=False,
-                initial_prompt=prompt or None, temperature=0.0)
+                initial_prompt=prompt or None, temperature=temperature)
             words: list[RawWord] = []
             segs: list[tuple[float, float]] = []
             for s in segments:
@@ -274,7 +286,7 @@ class Transcriber:
         torch.manual_seed(audio_seed(audio))
         result = self._model.transcribe(audio, language=o.language, beam_size=beam,
                                         word_timestamps=True, condition_on_previous_text=False,
-                                        fp16=False, initial_prompt=prompt or None, temperature=0.0)
+                                        fp16=False, initial_prompt=prompt or None, temperature=temperature)
         words = [(w["word"], w["start"], w["end"], w.get("probability", 1.0))
                  for s in result["segments"] for w in s.get("words", [])]
         return words, [(s["start"], s["end"]) for s in result["segments"]]
@@ -330,6 +342,55 @@ class Transcriber:
         words: list[RawWord] = []
         segs: list[Span] = []
         failed: list[tuple[float, float]] = []
+        if not o.batched or self.resolved.kind != "ct2":
+            self._one_at_a_time(audio, windows, words, segs, failed, progress)
+        else:
+            self._in_batches(audio, windows, words, segs, failed, progress)
+        # second chance for speech that no word covers (Whisper skipped it): decode the
+        # stretch alone, with the words before it as the prompt, which tiny.en needs to
+        # recognise a short isolated phrase (seen on the shipped example)
+        words.sort(key=lambda w: (w[1], w[2]))
+        for a, b in uncovered_speech(audio, sr, words, regions=regions):
+            if any(a < y and x < b for x, y in failed):
+                continue
+            before = [x[0].strip() for x in words if x[2] <= a + 1e-6][-PROMPT_WORDS:]
+            lo, hi = max(0.0, a - o.overlap_s), min(total, b + o.overlap_s)
+            n, m = len(words), len(segs)
+            dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(before), fallback=o.fallback and not o.batched)
+            self._keep_owned(Window((lo, hi), (a, b)), dw, ds, total, words, segs)
+            if hallucinated(words[n:], b - a):
+                del words[n:], segs[m:]
+        words.sort(key=lambda w: (w[1], w[2]))
+        segs.sort()
+        return Transcript.from_words(words, segments=segs)
+
+    def _one_at_a_time(self, audio: np.ndarray, windows: list[Window], words: list[RawWord], segs: list[Span],
+                       failed: list[tuple[float, float]], progress) -> None:
+        """Each window in order, with the words before it as its prompt (context across
+        windows). A window that loops ("-0 -0 -0 ...", ".co .co ...") is decoded again
+        without the prompt (a loop must not be fed forward); if it still loops, its words
+        are dropped and its speech is left uncovered (redacted or failed by the caller,
+        never passed as checked)."""
+        o, sr, total = self.options, MODEL_RATE, len(audio) / MODEL_RATE
+        for w in windows:
+            clip = audio[int(w.clip[0] * sr): int(w.clip[1] * sr)]
+            for prompt in (True, False):
+                n, m = len(words), len(segs)
+                before = [x[0].strip() for x in words if x[2] <= w.own[0] + 1e-6][-PROMPT_WORDS:] if prompt else []
+                self._keep_owned(w, *self._decode(clip, " ".join(before), fallback=o.fallback), total, words, segs)
+                if not hallucinated(words[n:], w.own[1] - w.own[0]):
+                    break
+                del words[n:], segs[m:]
+            else:
+                failed.append(w.own)
+            if progress:
+                progress(min(w.own[1], total), total)
+
+    def _in_batches(self, audio: np.ndarray, windows: list[Window], words: list[RawWord], segs: list[Span],
+                    failed: list[tuple[float, float]], progress) -> None:
+        """``batch_size`` windows at a time in one batched pass each, independently (no
+        prompt across windows)."""
+        o, sr, total = self.options, MODEL_RATE, len(audio) / MODEL_RATE
         for i in range(0, len(windows), o.batch_size):
             part = windows[i: i + o.batch_size]
             decoded = self._decode_batch([audio[int(w.clip[0] * sr): int(w.clip[1] * sr)] for w in part])
@@ -360,23 +421,6 @@ class Transcriber:
                     failed.append(w.own)
             if progress:
                 progress(min(part[-1].own[1], total), total)
-        # second chance for speech that no word covers (Whisper skipped it): decode the
-        # stretch alone, with the words before it as the prompt, which tiny.en needs to
-        # recognise a short isolated phrase (seen on the shipped example)
-        words.sort(key=lambda w: (w[1], w[2]))
-        for a, b in uncovered_speech(audio, sr, words, regions=regions):
-            if any(a < y and x < b for x, y in failed):
-                continue
-            before = [x[0].strip() for x in words if x[2] <= a + 1e-6][-PROMPT_WORDS:]
-            lo, hi = max(0.0, a - o.overlap_s), min(total, b + o.overlap_s)
-            n, m = len(words), len(segs)
-            dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(before))
-            self._keep_owned(Window((lo, hi), (a, b)), dw, ds, total, words, segs)
-            if hallucinated(words[n:], b - a):
-                del words[n:], segs[m:]
-        words.sort(key=lambda w: (w[1], w[2]))
-        segs.sort()
-        return Transcript.from_words(words, segments=segs)
 
     @staticmethod
     def _keep_owned(w: Window, decoded: list[RawWord], decoded_segs: list[tuple[float, float]], total: float,

@@ -28,6 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--predictions", type=Path, default=None,
                    help="folder of X.redacted.json files to score instead of running a system")
     p.add_argument("--asr-model", default="tiny.en")
+    p.add_argument("--fast-asr", action="store_true", help="Whisper's batched greedy decoding (as `redact --fast-asr`)")
     p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE",
                    help="keep Whisper transcripts in FILE (JSONL, keyed by audio, model and options) "
                         "and reuse them: scoring several NER models on one manifest decodes it once")
@@ -93,10 +94,11 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
-        if args.asr_cache is not None and not all(s in table.E2E for s in systems):
-            from deid_speech.asr.whisper import AsrOptions, CachedTranscriber
+        if not all(s in table.E2E for s in systems) and (args.asr_cache is not None or args.fast_asr):
+            from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
 
-            asr = CachedTranscriber(AsrOptions(model=args.asr_model), args.asr_cache)
+            opts = AsrOptions.fast(model=args.asr_model) if args.fast_asr else AsrOptions(model=args.asr_model)
+            asr = CachedTranscriber(opts, args.asr_cache) if args.asr_cache is not None else Transcriber(opts)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
