@@ -113,3 +113,66 @@ def test_a_flac_of_unknown_length_is_read_to_its_end(tmp_path):
     (tmp_path / "z0.flac").write_bytes(bytes(b))
     a = load(tmp_path / "z0.flac")
     assert a.samples.shape == (32000, 1) and a.format == "FLAC" and abs(a.samples[:, 0] - x).max() < 1e-3
+
+
+def _stereo_48k(tmp_path, right: str, name: str = "s.wav", subtype: str = "FLOAT"):
+    import soundfile as sf
+
+    rng = np.random.default_rng(3)
+    left = (0.2 * rng.standard_normal(48000 * 7)).astype(np.float32)
+    other = {"other": (0.1 * rng.standard_normal(len(left))).astype(np.float32), "same": left, "negated": -left}[right]
+    p = tmp_path / name
+    sf.write(p, np.stack([left, other], axis=1), 48000, subtype=subtype)
+    return p
+
+
+@pytest.mark.parametrize("right", ["other", "same", "negated"])
+def test_a_file_read_a_block_at_a_time_gives_what_the_whole_file_gives(tmp_path, monkeypatch, right):
+    from deid_speech.audio import AudioFile, load
+    from deid_speech.redact import speech_level
+
+    monkeypatch.setattr(AudioFile, "BLOCK_S", 0.5)  # 14 blocks
+    p = _stereo_48k(tmp_path, right)
+    whole = load(p)
+    stream = AudioFile.open(p)
+    tracks, level = stream.tracks16k()
+    expected = whole.tracks16k()
+    assert [c for c, _ in tracks] == [c for c, _ in expected] == ([0, 1] if right == "other" else [None])
+    for (_, a), (_, b) in zip(tracks, expected):
+        assert a.shape == b.shape and np.abs(a - b).max() < 1e-6
+    assert level == pytest.approx(speech_level(whole.samples, 48000), rel=1e-5)
+    assert (stream.duration, stream.sample_rate, stream.channels) == (7.0, 48000, 2)
+
+
+def test_a_redacted_copy_written_a_block_at_a_time_equals_the_one_made_in_memory(tmp_path, monkeypatch):
+    import soundfile as sf
+
+    from deid_speech.audio import AudioFile, load
+    from deid_speech.redact import Operator, RedactOptions, redact_audio, speech_level
+    from deid_speech.types import Span
+
+    monkeypatch.setattr(AudioFile, "BLOCK_S", 0.5)
+    p = _stereo_48k(tmp_path, "other")
+    spans = [Span(0.4, 1.3, "PHONE"), Span(2.0, 2.2, "PERSON"), Span(6.8, 7.0, "EMAIL")]  # across block edges
+    options = RedactOptions(labels=(("PERSON", Operator(audio="noise")), ("EMAIL", Operator(audio="silence"))))
+    whole = load(p)
+    expected = redact_audio(whole, spans, options)
+    AudioFile.open(p).write_redacted(tmp_path / "out.wav", spans, options, speech_level(whole.samples, 48000))
+    got, sr = sf.read(tmp_path / "out.wav", dtype="float32", always_2d=True)
+    assert sr == 48000 and got.shape == expected.samples.shape
+    assert np.abs(got - np.clip(expected.samples, -1, 1)).max() < 1e-6
+    assert not np.allclose(got, whole.samples)  # something was beeped
+    assert list(tmp_path.glob(".tmp-*")) == []
+
+
+def test_a_stream_that_holds_nan_fails_with_one_line(tmp_path):
+    import soundfile as sf
+
+    from deid_speech.audio import AudioFile
+    from deid_speech.errors import DeidError
+
+    x = np.zeros((48000, 2), np.float32)
+    x[30000, 1] = np.nan
+    sf.write(tmp_path / "nan.wav", x, 48000, subtype="FLOAT")
+    with pytest.raises(DeidError, match="NaN"):
+        AudioFile.open(tmp_path / "nan.wav").tracks16k()

@@ -58,35 +58,53 @@ class Audio:
 MIN_RATE, MAX_RATE, MAX_CHANNELS = 4000, 384000, 32
 
 
-def resample(x: np.ndarray, sr_in: int, sr_out: int, block_s: float = 60.0) -> np.ndarray:
-    """Polyphase resampling, ``block_s`` seconds of input at a time (each block with enough
-    context on both sides for the filter, so the result equals one pass over the whole
-    signal, and memory does not grow with it). An odd rate ("44101 Hz") is taken at the
-    nearest ratio with a denominator up to 1000 (a pitch error under 0.1 %), so the
-    filter, and the memory it needs, stays small whatever the header says."""
+def _ratio(sr_in: int, sr_out: int) -> tuple[int, int]:
+    """(up, down) of a resampling; an odd rate ("44101 Hz") is taken at the nearest ratio
+    with a denominator up to 1000 (a pitch error under 0.1 %), so the filter, and the
+    memory it needs, stays small whatever the header says."""
     from fractions import Fraction
 
-    if sr_in == sr_out:
-        return np.asarray(x, dtype=np.float32)
-    from scipy.signal import resample_poly
+    r = Fraction(sr_out, sr_in).limit_denominator(1000)
+    return r.numerator, r.denominator
 
-    ratio = Fraction(sr_out, sr_in).limit_denominator(1000)
-    up, down = ratio.numerator, ratio.denominator
-    n = len(x)
-    out_len = -(-n * up // down)
-    block = max(down, int(block_s * sr_in) // down * down)
-    if n <= 2 * block:
-        return resample_poly(np.asarray(x, dtype=np.float32), up, down, axis=0).astype(np.float32)
-    pad = -(-(10 * max(up, down) // up + 2) // down) * down  # input samples the filter reaches (scipy: 10 * max taps)
-    out = np.empty(out_len, np.float32)
+
+def _blocks(n: int, sr_in: int, down: int, block_s: float, align: int = 1):
+    """``(s, e, lo, hi)``: blocks [s, e) of about ``block_s`` seconds (multiples of ``down``
+    and ``align`` samples) and the stretch [lo, hi) to read for each: the block with the
+    context that scipy's polyphase filter (10 taps per side and phase) reaches."""
+    from math import lcm
+
+    unit = lcm(down, align)
+    block = max(unit, int(block_s * sr_in) // unit * unit)
+    pad = -(-(10 * max(down, 1) + 2) // down) * down
     for s in range(0, n, block):
         e = min(n, s + block)
-        lo, hi = max(0, s - pad), min(n, e + pad)
-        y = resample_poly(np.asarray(x[lo:hi], dtype=np.float32), up, down, axis=0)
-        first = (s - lo) * up // down
-        o = s * up // down
-        count = min(out_len, -(-e * up // down)) - o
-        out[o:o + count] = y[first:first + count]
+        yield s, e, max(0, s - pad), min(n, e + pad)
+
+
+def _resample_part(y: np.ndarray, s: int, e: int, lo: int, up: int, down: int, out_len: int) -> tuple[int, np.ndarray]:
+    """The output samples of input block [s, e) from ``y`` (input [lo, ...), context
+    included): (first output index, samples)."""
+    from scipy.signal import resample_poly
+
+    r = resample_poly(np.asarray(y, dtype=np.float32), up, down, axis=0)
+    first, o = (s - lo) * up // down, s * up // down
+    count = min(out_len, -(-e * up // down)) - o
+    return o, r[first:first + count].astype(np.float32, copy=False)
+
+
+def resample(x: np.ndarray, sr_in: int, sr_out: int, block_s: float = 60.0) -> np.ndarray:
+    """Polyphase resampling (:func:`_ratio`), ``block_s`` seconds of input at a time, each
+    block with enough context on both sides for the filter: the result equals one pass
+    over the whole signal, and memory does not grow with it."""
+    if sr_in == sr_out:
+        return np.asarray(x, dtype=np.float32)
+    up, down = _ratio(sr_in, sr_out)
+    n = len(x)
+    out = np.empty(-(-n * up // down), np.float32)
+    for s, e, lo, hi in _blocks(n, sr_in, down, block_s):
+        o, part = _resample_part(x[lo:hi], s, e, lo, up, down, len(out))
+        out[o:o + len(part)] = part
     return out
 
 
@@ -141,11 +159,11 @@ def _same_channel(x: np.ndarray, y: np.ndarray, block: int = 1 << 20) -> bool:
     return True
 
 
-def load(path: str | os.PathLike) -> Audio:
-    """Read an audio file; raise DeidError with a one-line reason for anything unusable."""
+def _check_file(p: Path):
+    """The soundfile info of ``p``, or None for a container PyAV must decode; a one-line
+    DeidError for anything unusable."""
     import soundfile as sf
 
-    p = Path(path)
     if not p.exists():
         raise DeidError(f"{p}: no such file")
     if p.is_dir():
@@ -158,7 +176,7 @@ def load(path: str | os.PathLike) -> Audio:
     except Exception as e:  # soundfile raises LibsndfileError/RuntimeError/TypeError
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if p.suffix.lower() in TRANSCODED:
-            return _load_with_av(p)
+            return None
         raise DeidError(f"{p}: cannot read audio ({msg})") from None
     # a header that lies (one flipped bit: 129 channels, 1,000,003 Hz) fails here, not open
     if not MIN_RATE <= info.samplerate <= MAX_RATE:
@@ -167,6 +185,17 @@ def load(path: str | os.PathLike) -> Audio:
     if not 1 <= info.channels <= MAX_CHANNELS:
         raise DeidError(f"{p}: the header claims {info.channels} channels (at most {MAX_CHANNELS}; "
                         "a damaged or mislabelled file?)")
+    return info
+
+
+def load(path: str | os.PathLike) -> Audio:
+    """Read an audio file; raise DeidError with a one-line reason for anything unusable."""
+    import soundfile as sf
+
+    p = Path(path)
+    info = _check_file(p)
+    if info is None:
+        return _load_with_av(p)
     if info.frames >= 2**62:  # a legal stream of unknown length (FLAC total_samples = 0): decode to the end
         return _load_with_av(p, info.format, info.subtype)
     try:
@@ -180,6 +209,112 @@ def load(path: str | os.PathLike) -> Audio:
     if not all_finite(data):
         raise DeidError(f"{p}: audio contains NaN or infinite samples")
     return Audio(data, int(sr), info.format, info.subtype)
+
+
+@dataclass(frozen=True)
+class AudioFile:
+    """A file libsndfile reads with a known length, read a block at a time, so a long
+    call never sits in memory at its own rate: :meth:`tracks16k` reads it once for
+    detection, :meth:`write_redacted` once more to write the redacted copy."""
+
+    path: Path
+    frames: int
+    sample_rate: int
+    channels: int
+    format: str
+    subtype: str | None
+
+    BLOCK_S = 60.0
+
+    @property
+    def duration(self) -> float:
+        return self.frames / self.sample_rate
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> AudioFile | None:
+        """The file, checked; None where it must be decoded whole (PyAV containers, a
+        stream of unknown length): use :func:`load`."""
+        p = Path(path)
+        info = _check_file(p)
+        if info is None or info.frames >= 2**62:
+            return None
+        if info.frames == 0:
+            raise DeidError(f"{p}: audio has zero length")
+        return cls(p, int(info.frames), int(info.samplerate), int(info.channels), info.format, info.subtype)
+
+    def _blocks(self, align: int = 1):
+        """``(s, e, lo, hi, samples of [lo, hi))`` in order: blocks with resampling context."""
+        import soundfile as sf
+
+        up, down = _ratio(self.sample_rate, MODEL_RATE)
+        try:
+            with open(self.path, "rb") as fh, sf.SoundFile(fh) as f:
+                for s, e, lo, hi in _blocks(self.frames, self.sample_rate, down, self.BLOCK_S, align):
+                    f.seek(lo)
+                    y = f.read(hi - lo, dtype="float32", always_2d=True)
+                    if len(y) != hi - lo:
+                        raise DeidError(f"{self.path}: the file ends early ({lo + len(y)} of {self.frames} frames)")
+                    yield s, e, lo, hi, y
+        except DeidError:
+            raise
+        except Exception as e:
+            raise DeidError(f"{self.path}: cannot read audio ({str(e).splitlines()[0] if str(e) else e})") from None
+
+    def tracks16k(self) -> tuple[list[tuple[int | None, np.ndarray]], float]:
+        """What :meth:`Audio.tracks16k` gives (each distinct channel at 16 kHz), and the
+        speech level of the mixdown (:func:`deid_speech.redact.speech_level`), in one pass."""
+        from deid_speech.redact import level_from_frames
+
+        up, down = _ratio(self.sample_rate, MODEL_RATE)
+        ch = self.channels
+        out_len = -(-self.frames * up // down)
+        tracks = [np.empty(out_len, np.float32) for _ in range(ch)]
+        same = np.ones((ch, ch), bool)  # same[j, k]: channel k equals channel j so far
+        neg = np.ones((ch, ch), bool)  # ... or its negation
+        frame = max(1, int(round(0.02 * self.sample_rate)))
+        rms: list[np.ndarray] = []
+        for s, e, lo, _hi, y in self._blocks(align=frame):
+            core = y[s - lo: e - lo]
+            if not all_finite(core):
+                raise DeidError(f"{self.path}: audio contains NaN or infinite samples")
+            for k in range(ch):
+                for j in range(k):
+                    same[j, k] = same[j, k] and np.array_equal(core[:, k], core[:, j])
+                    neg[j, k] = neg[j, k] and np.array_equal(core[:, k], -core[:, j])
+            rms.append(frame_rms(core, self.sample_rate, 0.02))
+            if up == down == 1:
+                for k in range(ch):
+                    tracks[k][s:e] = core[:, k]
+                continue
+            o, part = _resample_part(y, s, e, lo, up, down, out_len)
+            for k in range(ch):
+                tracks[k][o:o + len(part)] = part[:, k]
+        kept: list[int] = []
+        for k in range(ch):
+            if not any(same[j, k] or neg[j, k] for j in kept):
+                kept.append(k)
+        level = level_from_frames(np.concatenate(rms) if rms else np.zeros(0, np.float32))
+        if len(kept) == 1:
+            return [(None, tracks[0])], level
+        return [(k, tracks[k]) for k in kept], level
+
+    def write_redacted(self, out: str | os.PathLike, spans, options, level: float) -> None:
+        """The redacted copy (same rate, channels, length, container), written atomically
+        a block at a time: :func:`deid_speech.redact.region_fills` over each block."""
+        from deid_speech.redact import region_fills
+
+        fills = list(region_fills(spans, options, self.sample_rate, self.frames, max(level, 0.01)))
+
+        def blocks():
+            for s, e, lo, _hi, y in self._blocks():
+                core = y[s - lo: e - lo]
+                for a, b, fill in fills:
+                    if a < e and b > s:
+                        x, z = max(a, s), min(b, e)
+                        core[x - s: z - s, :] = 0.0 if fill is None else fill[x - a: z - a, None]
+                yield core
+
+        _write_blocks(Path(out), self.sample_rate, self.channels, self.format, self.subtype, blocks())
 
 
 def _load_with_av(p: Path, fmt: str = "FLAC", subtype: str | None = "PCM_16") -> Audio:
@@ -219,24 +354,31 @@ def _umask_mode() -> int:
 
 
 def save(audio: Audio, path: str | os.PathLike) -> None:
-    """Write atomically (temp file in the same folder, then rename)."""
+    """Write atomically (temp file in the same folder, then rename), a block at a time."""
+    block = 1 << 18
+    _write_blocks(Path(path), audio.sample_rate, audio.channels, audio.format, audio.subtype,
+                  (audio.samples[k: k + block] for k in range(0, len(audio.samples), block)))
+
+
+def _write_blocks(p: Path, sample_rate: int, channels: int, fmt: str, subtype: str | None, blocks) -> None:
+    """Write ``blocks`` (float32 ``(frames, channels)``, clipped to [-1, 1]) to a temporary
+    file beside ``p``, then rename it over ``p``; nothing is left behind on failure."""
     import soundfile as sf
 
-    p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=p.suffix, dir=p.parent)
     os.close(fd)
     try:
-        block = 1 << 18  # frames clipped and written at a time: no second copy of a long call
-        with open(tmp, "wb") as fh, sf.SoundFile(fh, "w", audio.sample_rate, audio.channels, audio.subtype,
-                                                  format=audio.format) as out:  # a file object: any name
-            for k in range(0, len(audio.samples), block):
-                out.write(np.clip(audio.samples[k: k + block], -1.0, 1.0))
+        with open(tmp, "wb") as fh, sf.SoundFile(fh, "w", sample_rate, channels, subtype, format=fmt) as out:
+            for b in blocks:  # a file object: non-UTF-8 names work too
+                out.write(np.clip(b, -1.0, 1.0))
         os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, p)
     except BaseException as e:  # Ctrl-C and SIGTERM too: never leave a temporary file behind
         Path(tmp).unlink(missing_ok=True)
         if not isinstance(e, Exception):
+            raise
+        if isinstance(e, DeidError):
             raise
         raise DeidError(f"{p}: cannot write audio ({write_error(e)})") from None
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from deid_speech.audio import EXTENSIONS, TRANSCODED, Audio, for_recognition, load, save, write_text_atomic
+from deid_speech.audio import EXTENSIONS, TRANSCODED, Audio, AudioFile, for_recognition, load, save, write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.redact import (
     RedactOptions,
@@ -56,7 +56,7 @@ class RedactConfig:
 
 @dataclass(frozen=True)
 class RedactResult:
-    audio: Audio
+    audio: Audio | None  # the redacted audio (None where redact_file streamed it straight to disk)
     spans: list[Span]
     transcript: Transcript
     redacted: Transcript  # the transcript with every span's words replaced by its label's text operator
@@ -64,6 +64,8 @@ class RedactResult:
     verification: dict | None = None  # {"by": verifier, "added": n} when --verify ran
     channels: list[dict] = field(default_factory=list)  # per channel, when channels differ:
     # {"channel", "transcript", "redacted" (Transcripts), "spans" (that channel's)}
+    blanks: list[Span] = field(default_factory=list)  # beeped too: uncovered speech (--uncovered beep)
+    source: tuple[float, int, int] = (0.0, 0, 0)  # the input's duration, sample rate, channel count
 
     @property
     def redacted_transcript(self) -> str:
@@ -80,9 +82,9 @@ class RedactResult:
         return {
             "schema_version": SCHEMA_VERSION,
             "file": file,
-            "duration": round(self.audio.duration, 3),
-            "sample_rate": self.audio.sample_rate,
-            "channels": self.audio.channels,
+            "duration": round(self.source[0], 3),
+            "sample_rate": self.source[1],
+            "channels": self.source[2],
             "system": config.system,
             "asr_model": asr_name,
             "ner_model": config.ner_model if config.system == "cascade" else None,
@@ -224,13 +226,24 @@ class Redactor:
         redact the union of what was found in every channel. ``in_place``: beep into
         ``audio``'s own samples (the caller owns them and needs no clean copy)."""
         from deid_speech import timing
+
+        with timing.stage("reading"):
+            tracks = audio.tracks16k()
+        found = self.redact_tracks(tracks, (audio.duration, audio.sample_rate, audio.channels), progress)
+        with timing.stage("writing"):
+            beeped = redact_audio(audio, found.spans + found.blanks, self.config.redact, in_place=in_place)
+        return replace(found, audio=beeped)
+
+    def redact_tracks(self, tracks: list[tuple[int | None, object]], source: tuple[float, int, int],
+                      progress=None) -> RedactResult:
+        """What :meth:`redact` finds, from the 16 kHz tracks alone (no audio written:
+        ``audio`` is None); ``source``: the input's duration, rate and channel count."""
+        from deid_speech import timing
         from deid_speech.asr.whisper import uncovered_speech
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
         added_total, uncovered = 0, []
-        with timing.stage("reading"):
-            tracks = audio.tracks16k()
         for channel, mono in tracks:
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
@@ -260,9 +273,7 @@ class Redactor:
                             "recogniser and could not be checked for PII (--uncovered fail)")
         if self.config.uncovered == "beep":  # what could not be checked is not let through
             blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
-        with timing.stage("writing"):
-            beeped = redact_audio(audio, spans + blanks, self.config.redact, in_place=in_place)
-        return RedactResult(beeped, spans, first, redacted[0], uncovered, verification, channels)
+        return RedactResult(None, spans, first, redacted[0], uncovered, verification, channels, blanks, source)
 
 
 def output_paths(src: Path, out_dir: Path | None, full_name: bool = False) -> tuple[Path, Path]:
@@ -430,17 +441,31 @@ def redact_file(redactor: Redactor, src: Path, out_dir: Path | None, inputs: set
         if out.resolve() in inputs:
             raise DeidError(f"{src}: output {out} would overwrite an input; use --out-dir")
     with timing.stage("reading"):
-        audio = load(src)
-    result = redactor.redact(audio, progress=progress, in_place=True)  # the audio read here is ours
+        stream = AudioFile.open(src)  # None: a container decoded whole
+    if stream is None:
+        with timing.stage("reading"):
+            audio = load(src)
+        result = redactor.redact(audio, progress=progress, in_place=True)  # the audio read here is ours
+
+        def write_audio():
+            save(result.audio, audio_out)
+    else:  # read a block at a time for detection, and again to write: a long call is never held whole
+        with timing.stage("reading"):
+            tracks, level = stream.tracks16k()
+        result = redactor.redact_tracks(tracks, (stream.duration, stream.sample_rate, stream.channels), progress)
+        del tracks
+
+        def write_audio():
+            stream.write_redacted(audio_out, result.spans + result.blanks, redactor.config.redact, level)
     name = display_name(src)
     with timing.stage("writing"):
         return _write_outputs(redactor, src, out_dir, full_name, formats, unredacted_report, audio_out, json_out,
-                              pii_out, result, name)
+                              pii_out, result, name, write_audio)
 
 
 def _write_outputs(redactor: Redactor, src: Path, out_dir: Path | None, full_name: bool, formats: tuple[str, ...],
                    unredacted_report: bool, audio_out: Path, json_out: Path, pii_out: Path, result: RedactResult,
-                   name: str) -> tuple[Path, Path, RedactResult]:
+                   name: str, write_audio) -> tuple[Path, Path, RedactResult]:
     from deid_speech.audio import write_error
     from deid_speech.writers import WRITERS
 
@@ -452,7 +477,7 @@ def _write_outputs(redactor: Redactor, src: Path, out_dir: Path | None, full_nam
             old.unlink(missing_ok=True)
     except OSError as e:
         raise DeidError(f"{json_out}: cannot replace the earlier outputs ({write_error(e)})") from None
-    save(result.audio, audio_out)
+    write_audio()
     written, current = [audio_out], pii_out
     try:
         if unredacted_report:

@@ -235,8 +235,15 @@ def speech_level(x: np.ndarray, sr: int) -> float:
         mono = np.asarray(x, dtype=np.float64)
         mono = mono.mean(axis=1) if mono.ndim == 2 else mono
         return float(np.sqrt(np.mean(mono ** 2))) if len(mono) else 0.0
+    return level_from_frames(rms)
+
+
+def level_from_frames(rms: np.ndarray) -> float:
+    """The speech level from 20 ms frame RMS values: the RMS of the loudest half."""
+    if rms.size == 0:
+        return 0.0
     active = rms[rms >= np.median(rms)]
-    return float(np.sqrt(np.mean(active ** 2))) if active.size else 0.0
+    return float(np.sqrt(np.mean(active.astype(np.float64) ** 2))) if active.size else 0.0
 
 
 def redaction_regions(spans: list[Span], options: RedactOptions) -> list[tuple[float, float, Operator]]:
@@ -270,26 +277,17 @@ def _band_noise(n: int, sr: int, rms: float) -> np.ndarray:
     return (x * (rms / max(float(np.sqrt(np.mean(x ** 2))), 1e-9))).astype(np.float32)
 
 
-def redact_audio(audio: Audio, spans: list[Span], options: RedactOptions = RedactOptions(),
-                 in_place: bool = False) -> Audio:
-    """Replace every span (plus its label's padding, gaps under ``merge_gap`` joined) in
-    every channel by its label's audio operator: a beep or noise at speech level, or
-    silence. The original under a region is overwritten, never mixed in.
-
-    Length, rate and channel count are kept; the input array is not modified unless
-    ``in_place`` (the caller owns it: a long call is not copied).
-    """
-    sr = audio.sample_rate
-    level = max(speech_level(audio.samples, sr), 0.01)
-    out = audio.samples if in_place else audio.samples.copy()
-    n = out.shape[0]
+def region_fills(spans: list[Span], options: RedactOptions, sr: int, n: int, level: float):
+    """``(a, b, fill)`` for every redaction region (sample indices, clipped to ``n``
+    samples): ``fill`` is the mono replacement (a beep or noise at ``level`` with faded
+    edges), or ``None`` for silence. Computed one region at a time."""
     for start, end, op in redaction_regions(spans, options):
         a = max(0, int(np.floor(start * sr)))
         b = min(n, int(np.ceil(end * sr)))
         if b <= a:
             continue
         if op.audio == "silence":
-            out[a:b, :] = 0.0
+            yield a, b, None
             continue
         if op.audio == "noise":
             fill = _band_noise(b - a, sr, min(0.6, level))
@@ -301,7 +299,24 @@ def redact_audio(audio: Audio, spans: list[Span], options: RedactOptions = Redac
             ramp = np.linspace(0.0, 1.0, k, dtype=np.float32)
             fill[:k] *= ramp
             fill[-k:] *= ramp[::-1]
-        out[a:b, :] = fill[:, None]
+        yield a, b, fill
+
+
+def redact_audio(audio: Audio, spans: list[Span], options: RedactOptions = RedactOptions(),
+                 in_place: bool = False, level: float | None = None) -> Audio:
+    """Replace every span (plus its label's padding, gaps under ``merge_gap`` joined) in
+    every channel by its label's audio operator: a beep or noise at speech level, or
+    silence. The original under a region is overwritten, never mixed in.
+
+    Length, rate and channel count are kept; the input array is not modified unless
+    ``in_place`` (the caller owns it: a long call is not copied). ``level``: the speech
+    level, if known (:func:`speech_level` of the samples otherwise).
+    """
+    sr = audio.sample_rate
+    level = max(speech_level(audio.samples, sr) if level is None else level, 0.01)
+    out = audio.samples if in_place else audio.samples.copy()
+    for a, b, fill in region_fills(spans, options, sr, out.shape[0], level):
+        out[a:b, :] = 0.0 if fill is None else fill[:, None]
     return Audio(out, sr, audio.format, audio.subtype)
 
 

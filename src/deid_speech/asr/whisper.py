@@ -48,7 +48,7 @@ class AsrOptions:
     timestamps: bool = True  # batched: write timestamp tokens too (dev calls, greedy: leak 47 % without, 39 % with)
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
     # decoded again (as a looping one is); None: only a window that loops is
-    window_s: float = 28.0
+    window_s: float = 27.0  # a cut piece of speech is decoded with overlap_s more on each side
     overlap_s: float = 1.0  # context on both sides of a cut inside speech
     skip_silence_s: float = 1.0  # a pause at least this long between windows is not decoded
     compute_type: str = "int8"
@@ -142,7 +142,8 @@ def plan_windows(audio: np.ndarray, regions: list[tuple[float, float]], window_s
     ``skip_silence_s`` are one stretch; stretches are packed into windows of at most
     ``window_s`` (a window may hold a pause, which costs nothing: Whisper encodes 30 s
     whatever the length); a stretch longer than a window is cut at its quietest points
-    (:func:`cut_points`) into pieces decoded with ``overlap_s`` of context. The owned
+    (:func:`cut_points`) into pieces of at most ``window_s`` decoded with ``overlap_s`` of
+    context on each side (``window_s + 2 * overlap_s`` fits one Whisper window). The owned
     parts tile the whole call: a boundary between windows sits in the middle of the pause."""
     total = len(audio) / sr
     stretches: list[list[float]] = []
@@ -156,7 +157,7 @@ def plan_windows(audio: np.ndarray, regions: list[tuple[float, float]], window_s
         if b - a <= window_s:
             pieces.append((a, b, False, False))
             continue
-        cuts = [a + c for c in cut_points(audio[int(a * sr): int(b * sr)], sr, window_s - 2 * overlap_s)]
+        cuts = [a + c for c in cut_points(audio[int(a * sr): int(b * sr)], sr, window_s)]
         cuts[-1] = b
         n = len(cuts) - 1
         pieces += [(x, y, k > 0, k < n - 1) for k, (x, y) in enumerate(zip(cuts, cuts[1:]))]
