@@ -43,7 +43,7 @@ class AsrOptions:
     batched: bool = False  # decode the windows in batches, independently (fast; see docs/results.md §0f:
     # on the held-out test calls it leaked more than one window at a time with the prompt)
     beam_size: int = 5
-    fallback: bool = True  # Whisper's temperature fallback on an unsure window (without it, dev utterances leaked 23.7 % not 20.0 %)
+    fallback: bool = True  # Whisper's temperature fallback on an unsure window (without: dev leak 23.7 % not 20.0 %)
     batch_size: int = 8  # batched: windows decoded together
     timestamps: bool = True  # batched: write timestamp tokens too (dev calls, greedy: leak 47 % without, 39 % with)
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
