@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import socket
 import statistics
@@ -23,6 +22,7 @@ from pathlib import Path
 import httpx
 import soundfile as sf
 
+from common import report
 from deid_speech import models
 
 TOKEN = "bench-token-0123456789abcdef"
@@ -95,11 +95,7 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=30)
     result = {"cpus": os.cpu_count(), "server_startup_s": round(startup, 1), "runs": rows}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    report(result, args.out)
 
 
 if __name__ == "__main__":

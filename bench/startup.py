@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from common import report
+
 HEAVY = ("numpy", "scipy", "torch", "spacy", "faster_whisper", "ctranslate2", "transformers", "soundfile")
 PROBE = """
 import sys, time, json
@@ -46,11 +48,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     result = {name: measure(stmt, args.runs) for name, stmt in CASES.items()}
-    text = json.dumps({"runs": args.runs, "python": sys.version.split()[0], "results": result}, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    report({"runs": args.runs, "python": sys.version.split()[0], "results": result}, args.out)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ included, as a user pays it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import soundfile as sf
 
+from common import report
 from deid_speech import models
 
 
@@ -64,11 +64,7 @@ def main() -> None:
                              "audio_h_per_wall_h": round(audio_s / wall, 2), "peak_rss_mb": round(rss / 1024)})
                 print(rows[-1], flush=True)
     result = {"cpus": os.cpu_count(), "files": args.n, "clip_s": args.clip, "audio_s": audio_s, "runs": rows}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -246,7 +246,7 @@ class AudioFile:
         """``(s, e, lo, hi, samples of [lo, hi))`` in order: blocks with resampling context."""
         import soundfile as sf
 
-        up, down = _ratio(self.sample_rate, MODEL_RATE)
+        down = _ratio(self.sample_rate, MODEL_RATE)[1]
         try:
             with open(self.path, "rb") as fh, sf.SoundFile(fh) as f:
                 for s, e, lo, hi in _blocks(self.frames, self.sample_rate, down, self.BLOCK_S, align):

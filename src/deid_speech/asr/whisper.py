@@ -194,21 +194,11 @@ def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, m
     if sr != MODEL_RATE:
         raise ValueError("uncovered_speech expects 16 kHz audio")
     regions = speech_regions(audio) if regions is None else regions
-    cover = sorted((max(0.0, (w[1] if isinstance(w, tuple) else w.start) - margin),
-                    (w[2] if isinstance(w, tuple) else w.end) + margin) for w in words)
-    gaps: list[tuple[float, float]] = []
-    for a, b in regions:
-        t = a
-        for x, y in cover:
-            if y <= t:
-                continue
-            if x >= b:
-                break
-            if x > t:
-                gaps.append((t, x))
-            t = max(t, y)
-        if t < b:
-            gaps.append((t, b))
+    from deid_speech.intervals import subtract
+
+    cover = [(max(0.0, (w[1] if isinstance(w, tuple) else w.start) - margin),
+              (w[2] if isinstance(w, tuple) else w.end) + margin) for w in words]
+    gaps = subtract(regions, cover)
     merged: list[tuple[float, float]] = []
     for a, b in gaps:
         if merged and a - merged[-1][1] <= 0.5:
@@ -295,10 +285,8 @@ class Transcriber:
     def _decode_batch(self, clips: list[np.ndarray], no_repeat: int = 0,
                       ) -> list[tuple[list[RawWord], list[tuple[float, float]], float]]:
         """Clips of at most 30 s, decoded together in one pass each (faster-whisper's
-        batched pipeline; openai-whisper checkpoints one at a time): the words, segments
+        batched pipeline; CTranslate2 models only): the words, segments
         (times relative to each clip) and mean token log-probability of each."""
-        if self.resolved.kind != "ct2":
-            return [(*self._decode(c), 0.0) for c in clips]
         from faster_whisper import BatchedInferencePipeline
 
         o = self.options
