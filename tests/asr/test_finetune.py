@@ -359,3 +359,37 @@ def test_frozen_encoder_is_cached_and_not_trained(random_base: Path, manifest: P
     assert enc and all(torch.equal(before[k], after[k]) for k in enc)
     assert not all(torch.equal(before[k], after[k]) for k in before if ".decoder.layers" in k)
     assert len(s["evals"]) == 2 and all(e["dev_score"] <= 0 for e in s["evals"])  # default score: -WER
+
+
+def test_timestamp_labels_drop_notimestamps_and_keep_the_times(hf_tiny_en: Path) -> None:
+    from transformers import WhisperProcessor
+
+    from deid_speech.asr.hf import label_ids
+
+    processor = WhisperProcessor.from_pretrained(str(hf_tiny_en))
+    ids = label_ids(processor, "<|0.40|> hello world<|1.20|><|1.60|> bye<|2.00|>", timestamps=True)
+    tok = processor.tokenizer
+    assert 50362 not in ids and 50257 not in ids and ids[-1] == 50256
+    assert [tok.convert_ids_to_tokens(i) for i in ids if i > 50362] == ["<|0.40|>", "<|1.20|>", "<|1.60|>", "<|2.00|>"]
+    assert tok.decode(ids, skip_special_tokens=True) == " hello world bye"
+
+
+def test_timed_records_train_in_timestamp_format_by_share(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+    """``timestamps=1`` trains every record with a ``timed`` target on it (the labels
+    carry timestamp tokens), ``0`` none; the share is fixed per record id."""
+    from deid_speech.asr.trainer import timed_share
+
+    recs = [dict(r, timed=f"<|0.00|> {r['text']}<|1.00|>") for r in load_records(manifest)]
+    assert all(0 <= timed_share(r["id"]) < 1 for r in recs) and timed_share("c0") == timed_share("c0")
+    for share, expect in ((1.0, True), (0.0, False)):
+        out = tmp_path / f"run{share}"
+        s = finetune_run(recs, out, _opts(random_base, out, max_steps=1, eval_every=1, timestamps=share),
+                         dev_score=_zero)
+        # timestamp targets are longer by their time tokens, less <|notimestamps|>
+        plain = finetune_run([dict(r, timed=None) for r in recs], tmp_path / f"plain{share}",
+                             _opts(random_base, tmp_path / f"plain{share}", max_steps=1, eval_every=1),
+                             dev_score=_zero)
+        more = s["data"]["train_label_tokens"] - plain["data"]["train_label_tokens"]
+        assert (more == len(recs)) is expect, more  # +2 time tokens -1 <|notimestamps|> per record
+    with pytest.raises(ValueError, match="timestamps must be in 0..1"):
+        _opts(random_base, tmp_path, timestamps=1.5)

@@ -9,14 +9,18 @@ import pytest
 
 from deid_speech.tts.base import TARGET_SR
 from deid_speech.tts.channel import (
+    CODECS,
     PEAK,
     POLICIES,
     AugmentSpec,
+    add_babble,
     add_noise,
     apply_gain,
     mu_law_decode,
     mu_law_encode,
+    codec,
     normalize_loudness,
+    reverb,
     speech_mask,
     speed_perturb,
     telephone,
@@ -157,3 +161,63 @@ def test_apply_is_deterministic() -> None:
     assert np.array_equal(y1, y2) and s1 == s2
     y3, _ = AugmentSpec(speed=1.1, snr_db=10.0, telephone=True, gain_db=2.0, noise_seed=6).apply(x, spans)
     assert not np.array_equal(y1, y3)
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+def test_codec_round_trip_keeps_length_timeline_and_band(name: str) -> None:
+    """A real codec round trip: same length, the bursts where they were (its delay
+    removed), silence stays quiet; the 8 kHz codecs drop everything above 4 kHz."""
+    x, _ = bursts()
+    y = codec(x, name)
+    assert len(y) == len(x) and y.dtype == np.float32
+    for a, b, _hz in BURSTS[:2]:
+        assert _rms_in(y, a + 0.03, b - 0.03) > 0.3 * _rms_in(x, a, b)
+        assert _rms_in(y, b + 0.06, b + 0.15) < 0.15 * _rms_in(x, a, b)
+    assert not np.allclose(y, x, atol=1e-3)  # it is lossy: something changed
+    if CODECS[name][2] == 8000:
+        spec = np.abs(np.fft.rfft(y)) ** 2
+        f = np.fft.rfftfreq(len(y), 1 / TARGET_SR)
+        assert spec[f > 4100].sum() < 1e-3 * spec.sum()
+    with pytest.raises(ValueError, match="codec must be one of"):
+        codec(x, "gsm-full-rate")
+
+
+def test_codec_delay_is_removed() -> None:
+    """A click train: the decoded clicks fall within 2 ms of the input's."""
+    x = np.zeros(TARGET_SR * 2, dtype=np.float32)
+    t = np.arange(800) / TARGET_SR
+    for s in (0.3, 0.9, 1.5):
+        x[int(s * TARGET_SR):int(s * TARGET_SR) + 800] = 0.4 * np.sin(2 * np.pi * 700 * t) * np.hanning(800)
+    for name in CODECS:
+        y = codec(x, name)
+        env = np.abs(y).reshape(-1, 16).mean(axis=1)  # 1 ms
+        peak = int(np.argmax(env[int(0.25 * 1000):int(0.45 * 1000)])) + 250
+        assert abs(peak - 325) <= 6, (name, peak)  # the burst's centre is at 0.325 s
+
+
+def test_reverb_keeps_timeline_and_level_and_adds_a_tail() -> None:
+    x, _ = bursts()
+    y = reverb(x, 0.6, np.random.default_rng(1))
+    assert len(y) == len(x)
+    assert np.isclose(_power(y), _power(x), rtol=1e-3)
+    a, b, _hz = BURSTS[0]
+    # the onset is not delayed; after the burst a decaying tail, where the dry signal is silent
+    assert _rms_in(y, a, a + 0.05) > 0.5 * _rms_in(x, a, a + 0.05)
+    assert _rms_in(x, b + 0.01, b + 0.1) == 0.0
+    tail1, tail2 = _rms_in(y, b + 0.01, b + 0.06), _rms_in(y, b + 0.12, b + 0.17)
+    assert tail1 > 0.01 * _rms_in(x, a, b) and tail2 < tail1
+    assert np.array_equal(reverb(x, 0.0, np.random.default_rng(1)), x)
+
+
+def test_babble_is_other_speech_at_the_snr() -> None:
+    x, _ = bursts()
+    other = np.roll(x, 7000)
+    rng = np.random.default_rng(3)
+    y = add_babble(x, [other, other[::-1]], 10.0, rng)
+    mask = speech_mask(x)
+    noise = y - x
+    snr = 10 * np.log10(_power(x[mask]) / _power(noise[mask]))
+    assert abs(snr - 10.0) < 0.5
+    assert np.array_equal(add_babble(x, [], 10.0, rng), x)
+    silent = np.zeros_like(x)
+    assert np.array_equal(add_babble(silent, [other], 10.0, rng), silent)

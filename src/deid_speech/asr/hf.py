@@ -145,14 +145,20 @@ def add_tokens(model, processor, tokens: Sequence[str],
     return new
 
 
-def label_ids(processor, text: str, leading_space: bool = True) -> list[int]:
+def label_ids(processor, text: str, leading_space: bool = True, timestamps: bool = False) -> list[int]:
     """Decoder labels for ``text``: prefix tokens, text, end-of-text; without the leading
-    ``<|startoftranscript|>`` (the model prepends the decoder start token itself)."""
+    ``<|startoftranscript|>`` (the model prepends the decoder start token itself).
+    ``timestamps``: ``text`` is in Whisper's timestamp format (``<|0.00|> words<|1.20|>...``,
+    :func:`deid_speech.asr.windows.timed_target`) and the prefix has no ``<|notimestamps|>``."""
     tok = processor.tokenizer
+    sot = tok.convert_tokens_to_ids("<|startoftranscript|>")
+    if timestamps:
+        nts = tok.convert_tokens_to_ids("<|notimestamps|>")
+        prefix = [t for t in tok.prefix_tokens if t not in (sot, nts)]
+        return prefix + tok(text, add_special_tokens=False).input_ids + [tok.convert_tokens_to_ids("<|endoftext|>")]
     if leading_space and text and not text.startswith(" "):
         text = " " + text
     ids = tok(text).input_ids
-    sot = tok.convert_tokens_to_ids("<|startoftranscript|>")
     return ids[1:] if ids and ids[0] == sot else ids
 
 

@@ -111,6 +111,9 @@ class FinetuneOptions:
     leading_space: bool = _opt(True, "targets start with a space, as Whisper's transcripts do")
     keep_checkpoint: bool = _opt(True, "keep OUT/checkpoint after training (lets a rerun extend it)")
     log_every: int = _opt(10, "log the mean training loss every N optimizer steps (0: never)")
+    timestamps: float = _opt(0.0, "share of the records that have a `timed` target (call-like windows, "
+                                   "deid_speech.asr.windows) trained in Whisper's timestamp format; the "
+                                   "others, and records without one, are trained on `text` without timestamps")
     extra_tokens_lstrip: bool = _opt(False, 'an added token swallows the space before it ("a [PHONE]" decodes '
                                             'as "a[PHONE]")')
 
@@ -125,6 +128,8 @@ class FinetuneOptions:
             raise ValueError("max_steps must be >= 0")
         if self.lr <= 0 or self.warmup_steps < 0 or self.weight_decay < 0 or self.patience < 0:
             raise ValueError("lr must be > 0; warmup_steps, weight_decay and patience >= 0")
+        if not 0.0 <= self.timestamps <= 1.0:
+            raise ValueError("timestamps must be in 0..1")
         if self.ct2_quantization not in QUANTIZATIONS:
             raise ValueError(f"ct2_quantization must be one of {', '.join(QUANTIZATIONS)}")
 
@@ -177,9 +182,18 @@ class EncoderCache:
         return torch.stack([self._d[r["audio"]] for r in records])
 
 
+def timed_share(record_id: str) -> float:
+    """A fixed number in [0, 1) per record id: a record is trained in timestamp format
+    when it is below ``FinetuneOptions.timestamps`` (the same records on every run)."""
+    import hashlib
+
+    return int(hashlib.sha1(record_id.encode("utf-8")).hexdigest()[:8], 16) / 2**32
+
+
 def _fingerprint(opts: FinetuneOptions, n_train: int, extra: Sequence[str]) -> dict:
     return {"base": opts.base, "extra_tokens": list(extra), "n_train": n_train, "seed": opts.seed,
-            "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "freeze_encoder": opts.freeze_encoder}
+            "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "freeze_encoder": opts.freeze_encoder,
+            **({"timestamps": opts.timestamps} if opts.timestamps else {})}
 
 
 def _save_checkpoint(folder: Path, state: dict) -> None:
@@ -282,7 +296,10 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     def prepare(records: list[dict], what: str) -> tuple[list[dict], list[list[int]], list[str]]:
         kept, labels, skipped = [], [], []
         for r in records:
-            ids = label_ids(processor, target_fn(r), opts.leading_space)
+            if r.get("timed") and timed_share(r["id"]) < opts.timestamps:
+                ids = label_ids(processor, r["timed"], timestamps=True)
+            else:
+                ids = label_ids(processor, target_fn(r), opts.leading_space)
             if len(ids) > opts.max_label_tokens or float(r.get("duration", 0) or 0) > MAX_AUDIO_S:
                 skipped.append(r["id"])
                 continue

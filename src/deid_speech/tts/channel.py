@@ -10,6 +10,12 @@ or scales it by an exact, returned factor (speed), so the entity spans of
 * :func:`telephone` - 300-3400 Hz band, 8 kHz, 8-bit mu-law, back to 16 kHz.
 * :func:`apply_gain` - gain in dB, reduced where needed so the peak stays below 0.99;
   :func:`normalize_loudness` levels speech to -26 dBFS first (voices differ).
+* :func:`codec` - a round trip through a real lossy speech or music codec (AMR-NB,
+  G.726, Opus, MP3: :data:`CODECS`, encoded and decoded by PyAV's FFmpeg), re-aligned
+  to the input's timeline.
+* :func:`reverb` - a synthetic room: direct sound plus an exponentially decaying noise
+  tail with a given RT60 (the direct path stays at time 0, so times do not move).
+* :func:`add_babble` - other speech mixed in at a set SNR on the speech frames.
 
 :class:`AugmentSpec` bundles one draw of these (see :data:`POLICIES`) and applies them
 in the order speed, noise (acoustic background), telephone line, gain.
@@ -88,10 +94,30 @@ def add_noise(audio: np.ndarray, snr_db: float, rng: np.random.Generator,
     unchanged (no SNR can be defined).
     """
     x = np.asarray(audio, dtype=np.float32)
-    mask = speech_mask(x, sr)
-    if not mask.any():
+    return _mix(x, make_noise(len(x), rng, colour, sr), snr_db, sr)
+
+
+def add_babble(audio: np.ndarray, others: Sequence[np.ndarray], snr_db: float,
+               rng: np.random.Generator, sr: int = TARGET_SR) -> np.ndarray:
+    """Mix the sum of ``others`` (other talkers' clips, each looped from a random offset to
+    the input's length) in at ``snr_db`` on the input's speech frames, as :func:`add_noise`."""
+    x = np.asarray(audio, dtype=np.float32)
+    if not len(x) or not others:
         return x.copy()
-    noise = make_noise(len(x), rng, colour, sr)
+    bab = np.zeros(len(x), dtype=np.float64)
+    for o in others:
+        o = np.asarray(o, dtype=np.float32).reshape(-1)
+        if not len(o) or not np.any(o):
+            continue
+        start = int(rng.integers(len(o)))
+        bab += np.resize(np.roll(o, -start), len(x)) / (np.sqrt(np.mean(o.astype(np.float64) ** 2)) or 1.0)
+    return _mix(x, bab.astype(np.float32), snr_db, sr)
+
+
+def _mix(x: np.ndarray, noise: np.ndarray, snr_db: float, sr: int) -> np.ndarray:
+    mask = speech_mask(x, sr)
+    if not mask.any() or not np.any(noise[mask]):
+        return x.copy()
     p_speech = float(np.mean(x[mask].astype(np.float64) ** 2))
     p_noise = float(np.mean(noise[mask].astype(np.float64) ** 2))
     scale = np.sqrt(p_speech / (p_noise * 10 ** (snr_db / 10)))
@@ -135,6 +161,89 @@ def telephone(audio: np.ndarray, sr: int = TARGET_SR) -> np.ndarray:
     x8 = sosfiltfilt(band, mu_law_decode(mu_law_encode(x8)))
     y = resample(x8.astype(np.float32), PHONE_SR, sr)[:len(x)]
     return np.pad(y, (0, len(x) - len(y))).astype(np.float32)
+
+
+# name -> (FFmpeg encoder, container, sample rate, bit rates to draw from)
+CODECS: dict[str, tuple[str, str, int, tuple[int, ...]]] = {
+    "amr": ("libopencore_amrnb", "amr", 8000, (7950, 12200)),   # GSM/3G mobile voice
+    "g726": ("g726", "wav", 8000, (16000, 24000, 32000)),       # ADPCM trunk lines, DECT
+    "opus": ("libopus", "ogg", 16000, (8000, 12000, 16000)),    # VoIP, WhatsApp calls
+    "mp3": ("libmp3lame", "mp3", 16000, (16000, 24000, 32000)),  # call-recorder archives
+}
+
+
+def codec(audio: np.ndarray, name: str, bit_rate: int | None = None, sr: int = TARGET_SR) -> np.ndarray:
+    """``audio`` encoded with codec ``name`` (:data:`CODECS`) at ``bit_rate`` (default the
+    lowest listed) and decoded again, at ``sr``, the input's length. The codec's delay is
+    found by cross-correlating the envelopes (within 100 ms) and removed, so times hold."""
+    import io
+
+    import av
+
+    if name not in CODECS:
+        raise ValueError(f"codec must be one of {', '.join(CODECS)}, got {name!r}")
+    encoder, container, rate, rates = CODECS[name]
+    x = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
+    if len(x) < sr // 50:
+        return x.copy()
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=container) as out:
+        stream = out.add_stream(encoder, rate=rate)
+        stream.bit_rate = int(bit_rate or rates[0])
+        stream.layout = "mono"
+        frame = av.AudioFrame.from_ndarray((x[None, :] * 32767).astype(np.int16), format="s16", layout="mono")
+        frame.sample_rate = sr
+        to_codec = av.AudioResampler(format=stream.format.name, layout="mono", rate=rate)
+        for f in [*to_codec.resample(frame), *to_codec.resample(None), None]:
+            for packet in stream.encode(f):
+                out.mux(packet)
+    buf.seek(0)
+    parts = []
+    with av.open(buf) as inp:
+        back = av.AudioResampler(format="flt", layout="mono", rate=sr)
+        for f in inp.decode(audio=0):
+            parts.extend(g.to_ndarray().reshape(-1) for g in back.resample(f))
+        parts.extend(g.to_ndarray().reshape(-1) for g in back.resample(None))
+    y = np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+    lag = _lag(x, y, sr)
+    y = y[lag:lag + len(x)]
+    return np.pad(y, (0, len(x) - len(y))).astype(np.float32)
+
+
+def _lag(x: np.ndarray, y: np.ndarray, sr: int, max_s: float = 0.1) -> int:
+    """Samples by which ``y`` lags ``x`` (0..max_s), from 1 ms envelopes."""
+    hop = sr // 1000
+    def env(a: np.ndarray) -> np.ndarray:
+        n = len(a) // hop
+        return np.abs(a[:n * hop]).reshape(n, hop).mean(axis=1)
+    ex, ey = env(x), env(y)
+    span = int(max_s * 1000)
+    if len(ex) < 10 or len(ey) < len(ex):
+        return 0
+    m = len(ex) - span
+    scores = [float(np.dot(ex[:m], ey[k:k + m])) for k in range(span + 1)]
+    return int(np.argmax(scores)) * hop
+
+
+def reverb(audio: np.ndarray, rt60: float, rng: np.random.Generator, direct_ratio_db: float = 3.0,
+           sr: int = TARGET_SR) -> np.ndarray:
+    """A synthetic room: a unit direct path at time 0 plus a noise tail decaying 60 dB in
+    ``rt60`` seconds, ``direct_ratio_db`` below the direct sound in energy; the output has
+    the input's length and level (RMS)."""
+    from scipy.signal import fftconvolve
+
+    x = np.asarray(audio, dtype=np.float32).reshape(-1)
+    if rt60 <= 0 or not len(x) or not np.any(x):
+        return x.copy()
+    n = max(2, int(rt60 * sr))
+    t = np.arange(n) / sr
+    tail = rng.standard_normal(n) * np.exp(-6.9 * t / rt60)
+    tail[: int(0.002 * sr)] = 0.0  # the first reflections come after the direct sound
+    tail *= np.sqrt(10 ** (-direct_ratio_db / 10) / max(float(np.sum(tail ** 2)), 1e-12))
+    tail[0] = 1.0
+    y = fftconvolve(x, tail)[: len(x)]
+    rms_x, rms_y = np.sqrt(np.mean(x.astype(np.float64) ** 2)), np.sqrt(np.mean(y ** 2))
+    return (y * (rms_x / rms_y if rms_y > 0 else 1.0)).astype(np.float32)
 
 
 def apply_gain(audio: np.ndarray, gain_db: float, peak: float = PEAK) -> np.ndarray:
