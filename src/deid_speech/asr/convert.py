@@ -10,8 +10,8 @@ where ``str`` is a u16 length (including a trailing NUL) followed by UTF-8 bytes
 Whisper attention projections are stored fused: ``q|k|v`` for self-attention and
 ``k|v`` for cross-attention (key bias is zero: the original model has none).
 
-Public API: :func:`read_ct2`, :func:`ct2_to_hf`, :func:`ct2_to_openai`,
-:func:`load_openai_model`, :func:`join_parts`.  torch/transformers are only
+Public API: :func:`read_ct2`, :func:`read_model_bin`, :func:`write_model_bin`,
+:func:`ct2_to_hf`, :func:`ct2_to_openai`, :func:`load_openai_model`, :func:`join_parts`.  torch/transformers are only
 imported inside the functions that need them.
 """
 
@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CT2FormatError", "read_ct2", "ct2_to_hf", "ct2_to_openai", "load_openai_model", "join_parts"]
+__all__ = ["CT2FormatError", "read_ct2", "read_model_bin", "write_model_bin", "ct2_to_hf", "ct2_to_openai",
+           "load_openai_model", "join_parts"]
 
 SUPPORTED_BINARY_VERSIONS = (4, 5, 6)
 # Order of the DataType enum in CTranslate2 (include/ctranslate2/types.h).
@@ -94,6 +95,42 @@ def _parse_model_bin(path: Path, load: bool = True) -> tuple[str, dict[str, np.n
         if missing:
             raise CT2FormatError(f"{path}: aliases point to missing variables: {missing}")
     return spec, variables, aliases
+
+
+def read_model_bin(path: str | Path) -> dict:
+    """A model.bin as stored: ``{"version", "spec", "revision", "variables", "aliases"}``,
+    the variables in file order with their stored dtypes (bfloat16 as float32), for
+    :func:`write_model_bin`."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        version, n = struct.unpack("<IH", f.read(6))
+        spec = f.read(n)[:-1].decode("utf-8")
+        (revision,) = struct.unpack("<I", f.read(4))
+    spec2, variables, aliases = _parse_model_bin(path)
+    assert spec2 == spec
+    return {"version": version, "spec": spec, "revision": revision, "variables": variables, "aliases": aliases}
+
+
+def write_model_bin(path: str | Path, model: dict) -> None:
+    """Write ``model`` (the shape :func:`read_model_bin` returns) as a CTranslate2 model.bin."""
+    def string(s: str) -> bytes:
+        raw = s.encode("utf-8") + b"\0"
+        return struct.pack("<H", len(raw)) + raw
+
+    codes = {np.dtype(v): k for k, v in _DTYPES.items() if k != 5}
+    with open(path, "wb") as f:
+        f.write(struct.pack("<I", model["version"]) + string(model["spec"]) + struct.pack("<I", model["revision"]))
+        f.write(struct.pack("<I", len(model["variables"])))
+        for name, arr in model["variables"].items():
+            arr = np.asarray(arr)  # (not ascontiguousarray: it turns a scalar into a vector)
+            if arr.dtype not in codes:
+                raise CT2FormatError(f"{name}: cannot store dtype {arr.dtype} in model.bin")
+            f.write(string(name) + struct.pack("<B", arr.ndim) + struct.pack(f"<{arr.ndim}I", *arr.shape))
+            f.write(struct.pack("<BI", codes[arr.dtype], arr.nbytes))
+            f.write(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
+        f.write(struct.pack("<I", len(model["aliases"])))
+        for alias, target in model["aliases"].items():
+            f.write(string(alias) + string(target))
 
 
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:

