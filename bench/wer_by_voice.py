@@ -20,6 +20,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from deid_speech.manifest import iter_objects
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import report  # noqa: E402
 
@@ -56,7 +58,7 @@ def main() -> None:
     p.add_argument("--system", default="cascade")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
-    manifest = [json.loads(line) for line in args.manifest.read_text().splitlines() if line.strip()]
+    manifest = [obj for _, obj in iter_objects(args.manifest)]
     entity_s = {r["id"]: sum(e["end"] - e["start"] for e in r.get("entities", [])) for r in manifest}
     result = {"manifest": str(args.manifest), "system": args.system, "tables": {}}
     for spec in args.results:

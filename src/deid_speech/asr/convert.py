@@ -45,8 +45,9 @@ class CT2FormatError(ValueError):
 
 
 # --------------------------------------------------------------------------- reading
-def _parse_model_bin(path: Path, load: bool = True) -> tuple[str, dict[str, np.ndarray], dict[str, str]]:
-    """Parse model.bin; returns (spec_name, raw variables, aliases). ``load=False`` only validates."""
+def _parse_model_bin(path: Path, load: bool = True) -> tuple[dict, dict[str, np.ndarray], dict[str, str]]:
+    """Parse model.bin; returns (header: ``version``, ``spec`` name, ``revision``; raw variables in
+    file order; aliases). ``load=False`` only validates."""
     buf = np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.zeros(0, np.uint8)
     pos = 0
 
@@ -70,7 +71,7 @@ def _parse_model_bin(path: Path, load: bool = True) -> tuple[str, dict[str, np.n
     if version not in SUPPORTED_BINARY_VERSIONS:
         raise CT2FormatError(f"{path}: unsupported/invalid CTranslate2 binary version {version} "
                              f"(supported: {SUPPORTED_BINARY_VERSIONS}); not a CTranslate2 model.bin?")
-    spec, _revision = string("spec name"), num("I", "spec revision")
+    spec, revision = string("spec name"), num("I", "spec revision")
     variables: dict[str, np.ndarray] = {}
     for i in range(num("I", "variable count")):
         name = string(f"variable #{i} name")
@@ -94,21 +95,15 @@ def _parse_model_bin(path: Path, load: bool = True) -> tuple[str, dict[str, np.n
         missing = {a: t for a, t in aliases.items() if t not in variables}
         if missing:
             raise CT2FormatError(f"{path}: aliases point to missing variables: {missing}")
-    return spec, variables, aliases
+    return {"version": version, "spec": spec, "revision": revision}, variables, aliases
 
 
 def read_model_bin(path: str | Path) -> dict:
     """A model.bin as stored: ``{"version", "spec", "revision", "variables", "aliases"}``,
     the variables in file order with their stored dtypes (bfloat16 as float32), for
     :func:`write_model_bin`."""
-    path = Path(path)
-    with open(path, "rb") as f:
-        version, n = struct.unpack("<IH", f.read(6))
-        spec = f.read(n)[:-1].decode("utf-8")
-        (revision,) = struct.unpack("<I", f.read(4))
-    spec2, variables, aliases = _parse_model_bin(path)
-    assert spec2 == spec
-    return {"version": version, "spec": spec, "revision": revision, "variables": variables, "aliases": aliases}
+    header, variables, aliases = _parse_model_bin(Path(path))
+    return {**header, "variables": variables, "aliases": aliases}
 
 
 def write_model_bin(path: str | Path, model: dict) -> None:
@@ -158,7 +153,7 @@ def read_ct2(model_dir: str | Path, dequantize: bool = True) -> tuple[dict[str, 
         config = json.loads(cfg_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise CT2FormatError(f"{cfg_path}: invalid JSON ({exc})") from exc
-    spec, variables, aliases = _parse_model_bin(bin_path)
+    header, variables, aliases = _parse_model_bin(bin_path)
     if dequantize:
         for name in [n for n in variables if n.endswith("_scale") and n[:-6] in variables]:
             base, scale = variables[name[:-6]], variables.pop(name).astype(np.float32)
@@ -169,7 +164,7 @@ def read_ct2(model_dir: str | Path, dequantize: bool = True) -> tuple[dict[str, 
             variables[name[:-6]] = base.astype(np.float32) / scale
     for alias, target in aliases.items():
         variables[alias] = variables[target]
-    config["_spec"] = spec
+    config["_spec"] = header["spec"]
     return variables, config
 
 

@@ -15,7 +15,7 @@ base's dtype, written with the base's header and aliases (:func:`~deid_speech.as
 plus the base's config, tokenizer and vocabulary. The result is read back before it is
 marked done, so an interrupted build is redone rather than trusted.
 
-The shared quantisation helpers (:func:`quantize`, :func:`dequantize`) serve the e2e delta
+The shared encoding (:func:`pack`, :func:`unpack`, :func:`quantize`) serves the e2e delta
 (:mod:`deid_speech.e2e.shipped`) too. Imports no training module.
 """
 from __future__ import annotations
@@ -42,6 +42,28 @@ def quantize(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def dequantize(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return q.astype(np.float32) * scale.astype(np.float32)
+
+
+def pack(name: str, d: np.ndarray, arrays: dict[str, np.ndarray]) -> float:
+    """Store the float32 delta ``d`` of variable ``name`` in ``arrays``: a vector as float16
+    (``name:d16``), anything larger as int8 rows with float16 scales (``name:q``, ``name:s``).
+    Returns the largest error of what is stored."""
+    if d.ndim <= 1:
+        arrays[f"{name}:d16"] = d.astype(np.float16)
+        return float(np.abs(d.astype(np.float16).astype(np.float32) - d).max())
+    q, s = quantize(d.reshape(d.shape[0], -1))
+    arrays[f"{name}:q"], arrays[f"{name}:s"] = q.reshape(d.shape), s
+    return float(np.abs(dequantize(q, s).reshape(d.shape) - d).max())
+
+
+def unpack(name: str, z, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The float32 delta :func:`pack` stored for ``name`` in ``z``, or None when none is."""
+    if f"{name}:d16" in z:
+        return z[f"{name}:d16"].astype(np.float32)
+    if f"{name}:q" in z:
+        q = z[f"{name}:q"]
+        return dequantize(q.reshape(q.shape[0], -1), z[f"{name}:s"]).reshape(shape)
+    return None
 
 
 def _base_dir(base: str) -> Path:
@@ -79,15 +101,7 @@ def make_delta(finetuned_ct2: str | Path, out_dir: str | Path, base: str = "tiny
             continue
         if b.dtype.kind != "f":
             raise DeidError(f"{finetuned_ct2}: {name} ({b.dtype}) differs from the base; only float weights may")
-        d = w.astype(np.float32) - b.astype(np.float32)
-        if d.ndim <= 1:
-            arrays[f"{name}:d16"] = d.astype(np.float16)
-            approx = d.astype(np.float16).astype(np.float32)
-        else:
-            q, s = quantize(d.reshape(d.shape[0], -1))
-            arrays[f"{name}:q"], arrays[f"{name}:s"] = q.reshape(d.shape), s
-            approx = dequantize(q, s).reshape(d.shape)
-        err[name] = float(np.abs(approx - d).max())
+        err[name] = pack(name, w.astype(np.float32) - b.astype(np.float32), arrays)
     out_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out_dir / DELTA, **arrays)
     meta = {"format": 1, "base": base, "base_sha256": _sha256(base_bin),
@@ -132,11 +146,9 @@ def materialize(folder: str | Path) -> Path:
         if name not in variables:
             raise DeidError(f"{folder}: variable {name} is not in the base model")
         w = variables[name]
-        if f"{name}:d16" in z:
-            d = z[f"{name}:d16"].astype(np.float32)
-        else:
-            q = z[f"{name}:q"]
-            d = dequantize(q.reshape(q.shape[0], -1), z[f"{name}:s"]).reshape(w.shape)
+        d = unpack(name, z, w.shape)
+        if d is None:
+            raise DeidError(f"{folder}: no delta stored for {name}")
         variables[name] = (w.astype(np.float32) + d).astype(w.dtype)
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)

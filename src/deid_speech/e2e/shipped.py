@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deid_speech.asr.delta import cached_build, dequantize, quantize
+from deid_speech.asr.delta import cached_build, dequantize, pack, quantize, unpack
 from deid_speech.errors import DeidError
 
 META = "e2e_delta.json"
@@ -90,13 +90,7 @@ def make_delta(finetuned: str | Path, out_dir: str | Path, base: str = "tiny.en"
         d = w - b
         if not d.any():
             continue
-        if d.ndim == 1:
-            arrays[f"{name}:d16"] = d.astype(np.float16)
-            err[name] = float(np.abs(d.astype(np.float16).astype(np.float32) - d).max())
-        else:
-            q, s = quantize(d.reshape(d.shape[0], -1))
-            arrays[f"{name}:q"], arrays[f"{name}:s"] = q.reshape(d.shape), s
-            err[name] = float(np.abs(dequantize(q, s).reshape(d.shape) - d).max())
+        err[name] = pack(name, d, arrays)
     out_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out_dir / DELTA, **arrays)
     for f in FILES:
@@ -132,11 +126,8 @@ def materialize(folder: str | Path) -> Path:
                 w += _embed_rest(w.shape[0], top, z[f"{name}:lr_u"], z[f"{name}:lr_v"])
             w[top] += dequantize(z[f"{name}:q"], z[f"{name}:s"])
             w = np.concatenate([w, z[f"{name}:new"].astype(np.float32)])
-        elif f"{name}:d16" in z:
-            w += z[f"{name}:d16"].astype(np.float32)
-        elif f"{name}:q" in z:
-            q = z[f"{name}:q"]
-            w += dequantize(q.reshape(q.shape[0], -1), z[f"{name}:s"]).reshape(w.shape)
+        elif (d := unpack(name, z, w.shape)) is not None:
+            w += d
         state[name] = torch.from_numpy(np.ascontiguousarray(w))
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from deid_speech.errors import DeidError
 from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
-from deid_speech.eval.text import SPrivCounts, TextSpanScore, normalize_for_wer, residual_risk, risk_summary, spriv, wer
+from deid_speech.eval.text import SPrivCounts, TextSpanScore, residual_risk, risk_summary, spriv, wer, word_errors
 from deid_speech.redact import RedactOptions, redaction_regions
 from deid_speech.types import EntitySpan, Span, Transcript, Word
 
@@ -119,8 +119,7 @@ class SystemScore:
         self.hyps.append(tr.text)
         risk = residual_risk(file_leak.fractions)
         self.risks.append(risk)
-        n_ref = len(normalize_for_wer(item.text).split())
-        errors = round(wer(item.text, tr.text) * n_ref) if n_ref else len(normalize_for_wer(tr.text).split())
+        errors, n_ref = word_errors(item.text, tr.text)
         self.per_file.append({"id": item.id, "n_true": len(item.entities), "n_pred": len(pred.spans),
                               "leaked_s": round(file_leak.leaked_s, 3), "residual_risk": risk,
                               "ref_words": n_ref, "word_errors": errors})

@@ -211,9 +211,18 @@ def normalize_for_wer(text: str) -> str:
 
 def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
     """Corpus WER = (substitutions + deletions + insertions) / reference words, summed over
-    pairs, after :func:`normalize_for_wer`. A pair with an empty reference adds its
-    hypothesis words as insertions. With no reference words at all, WER is 0.0 when the
-    hypotheses are empty too, else 1.0."""
+    pairs, after :func:`normalize_for_wer` (:func:`word_errors`). With no reference words at
+    all, WER is 0.0 when the hypotheses are empty too, else 1.0."""
+    errors, n_ref = word_errors(refs, hyps)
+    if not n_ref:
+        return 0.0 if not errors else 1.0
+    return errors / n_ref
+
+
+def word_errors(refs: Sequence[str] | str, hyps: Sequence[str] | str) -> tuple[int, int]:
+    """(substitutions + deletions + insertions, reference words), summed over pairs, after
+    :func:`normalize_for_wer`; a pair with an empty reference adds its hypothesis words as
+    insertions."""
     if isinstance(refs, str) or isinstance(hyps, str):
         refs, hyps = [refs], [hyps]  # type: ignore[list-item]
     if len(refs) != len(hyps):
@@ -229,9 +238,7 @@ def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
             raise DeidError("WER needs jiwer: pip install 'deid-speech[eval]'") from None
         o = jiwer.process_words([r for r, _ in full], [h for _, h in full])
         errors += o.substitutions + o.deletions + o.insertions
-    if not n_ref:
-        return 0.0 if not errors else 1.0
-    return errors / n_ref
+    return errors, n_ref
 
 
 # --- residual risk ------------------------------------------------------------------------
