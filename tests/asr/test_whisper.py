@@ -83,6 +83,25 @@ def test_tiny_en_transcribes_the_example_with_word_times():
     assert wer < 0.5
 
 
+@pytest.mark.model
+def test_the_transcript_does_not_depend_on_how_many_blas_threads_the_process_has():
+    """A Ray or pool worker may get one BLAS thread where the CLI gets one per core; the
+    log-mel features (a BLAS product) then differed in the last bit and word times moved
+    by 20 ms, so the same call was redacted differently in the two."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from deid_speech.asr.whisper import AsrOptions, Transcriber; "
+            "from deid_speech.audio import load; from deid_speech import models; "
+            "a = load(models.path('example')).mono16k()[:8 * 16000]; "
+            "print(json.dumps([[w.text, w.start, w.end] for w in Transcriber(AsrOptions(threads=2)).transcribe(a).words]))")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n)).stdout
+            for n in ("1", "4")]
+    assert json.loads(runs[0]) == json.loads(runs[1]) and len(json.loads(runs[0])) > 8
+
+
 class _CountingTranscriber:
     """Stands in for the Whisper model: a transcript that names the call's audio."""
 

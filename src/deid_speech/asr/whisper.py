@@ -92,6 +92,22 @@ def hallucinated(words: list[RawWord], seconds: float) -> bool:
     return seconds > 0 and len(words) > MAX_WORDS_PER_S * seconds and len(words) >= 12
 
 
+_BLAS = None
+
+
+def one_blas_thread():
+    """A context in which numpy's BLAS runs on one thread. faster-whisper's log-mel features
+    are a matrix product whose last bit depends on how many threads computed it, and the
+    word times follow them (1.24 s against 1.26 s): decoding under this context gives the same
+    transcript, and the same redaction, in a 1-core worker and on a 16-core machine."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
 def audio_seed(audio: np.ndarray) -> int:
     """A random seed that is a function of the samples alone."""
     digest = hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).tobytes()).digest()
@@ -248,7 +264,7 @@ class Transcriber:
         window whose batched decoding looped twice, with beam 5 and no fallback (on the
         dev call that needed it, the fallback took 7.9 s to return the words that
         temperature 0 gave in 2.4 s); speech no word covers, in both."""
-        with self._lock, timing.stage("decoding"):
+        with self._lock, timing.stage("decoding"), one_blas_thread():
             return self._decode_unlocked(audio, prompt, fallback)
 
     def _decode_unlocked(self, audio: np.ndarray, prompt: str | None, fallback: bool,
@@ -296,7 +312,7 @@ class Transcriber:
         joined = np.concatenate(clips).astype(np.float32, copy=False)
         stamps = [{"start": starts[k] / MODEL_RATE, "end": starts[k + 1] / MODEL_RATE} for k in range(len(clips))]
         out: list[tuple[list[RawWord], list[tuple[float, float]], float]] = [([], [], 0.0) for _ in clips]
-        with self._lock, timing.stage("decoding"):
+        with self._lock, timing.stage("decoding"), one_blas_thread():
             segments, _ = BatchedInferencePipeline(self._model).transcribe(
                 joined, language=o.language if self._multilingual() else None, beam_size=o.beam_size,
                 batch_size=len(clips), word_timestamps=True, without_timestamps=not o.timestamps, vad_filter=False,
