@@ -393,3 +393,34 @@ def test_timed_records_train_in_timestamp_format_by_share(random_base: Path, man
         assert (more == len(recs)) is expect, more  # +2 time tokens -1 <|notimestamps|> per record
     with pytest.raises(ValueError, match="timestamps must be in 0..1"):
         _opts(random_base, tmp_path, timestamps=1.5)
+
+
+def test_drop_fillers_takes_out_hesitations_and_keeps_particles_and_times() -> None:
+    from deid_speech.asr.train_data import drop_fillers
+
+    assert drop_fillers("<|0.00|> so, uh, my number is<|2.10|>") == "<|0.00|> so, my number is<|2.10|>"
+    assert drop_fillers("<|0.22|> Uh vehicle ok<|8.86|><|10.08|> Um, so it is, er, zero nine.<|15.66|>") == \
+        "<|0.22|> vehicle ok<|8.86|><|10.08|> so it is, zero nine.<|15.66|>"
+    assert drop_fillers("eh the NRIC is S1234567D, uh?") == "the NRIC is S1234567D?"
+    assert drop_fillers("can lah, ok ah, hmm") == "can lah, ok ah"          # particles are words
+    assert drop_fillers("umbrella uh-huh Herman erm") == "umbrella uh-huh Herman"  # only whole words go
+
+
+def test_drop_fillers_option_shortens_training_and_dev_targets(random_base: Path, manifest: Path,
+                                                                tmp_path: Path) -> None:
+    recs = [dict(r, text="uh, " + r["text"] + " um", timed=f"<|0.00|> er {r['text']}<|1.00|>")
+            for r in load_records(manifest)]
+    seen: list[list[str]] = []
+
+    def dev_texts(model, processor, dev):
+        seen.append([r["text"] for r in dev])
+        return 0.0
+
+    tokens = {}
+    for drop in (False, True):
+        out = tmp_path / f"drop{drop}"
+        s = finetune_run(recs, out, _opts(random_base, out, max_steps=1, eval_every=1, timestamps=0.5,
+                                          drop_fillers=drop), dev_score=dev_texts)
+        tokens[drop] = s["data"]["train_label_tokens"]
+    assert tokens[True] < tokens[False]
+    assert seen[0][0].startswith("uh, ") and seen[-1][0] == TEXTS[0]  # dev is scored on the same texts

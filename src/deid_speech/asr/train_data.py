@@ -2,12 +2,14 @@
 
 :func:`load_records` reads a ``deid-speech tts`` manifest; :func:`epoch_batches` groups
 records by label length inside shuffled pools (the same arguments give the same batches,
-so a resumed run skips exactly what was done); :func:`collate` pads a batch.
+so a resumed run skips exactly what was done); :func:`collate` pads a batch; :func:`drop_fillers` takes hesitation sounds out of a
+target (Whisper's own transcripts leave them out).
 """
 from __future__ import annotations
 
 import os
 import random
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,6 +23,36 @@ def load_records(manifest_path: str | os.PathLike, limit: int | None = None) -> 
     from deid_speech import manifest
 
     return [r.to_dict() for r in manifest.read(manifest_path, need=("text", "audio"), limit=limit)]
+
+
+# hesitation sounds Whisper leaves out of its transcripts. Singlish particles ("ah", "lah",
+# "lor", "leh") are words of the sentence and stay; "eh" goes: as an opener it is a
+# hesitation, and a model trained to write it inserts it at every pause of real speech.
+FILLERS = ("uh", "uhm", "um", "umm", "er", "erm", "eh", "hmm", "mm")
+_FILLER = re.compile(r"(?<![\w'-])(?:" + "|".join(FILLERS) + r")(?![\w'-]),?", re.IGNORECASE)
+
+
+def drop_fillers(text: str) -> str:
+    """``text`` without hesitation sounds (:data:`FILLERS`) and the comma after one;
+    Whisper timestamp tokens (``<|1.20|>``) are kept in place:
+    ``"<|0.00|> so, uh, my number is<|2.10|>"`` -> ``"<|0.00|> so, my number is<|2.10|>"``."""
+    out = _FILLER.sub("", text)
+    out = re.sub(r"[ \t]+", " ", out)
+    out = re.sub(r" ([,.!?])", r"\1", out)          # "so , my" -> "so, my"
+    out = re.sub(r",([.!?])", r"\1", out)           # "S1234567D, uh?" -> "S1234567D?"
+    out = re.sub(r"(\|>) ?[,.!?]+ ?", r"\1 ", out)   # "<|0.00|> , so" -> "<|0.00|> so"
+    out = re.sub(r"^[,.!?]+ ?", "", out.strip())
+    out = re.sub(r",? ?(<\||$)", r"\1", out)         # no comma or space before a timestamp token or the end
+    return out.strip()
+
+
+def without_fillers(record: dict) -> dict:
+    """A copy of ``record`` with :func:`drop_fillers` applied to ``text`` and ``timed``."""
+    r = dict(record)
+    for k in ("text", "timed"):
+        if isinstance(r.get(k), str):
+            r[k] = drop_fillers(r[k])
+    return r
 
 
 class AudioCache:

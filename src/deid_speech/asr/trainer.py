@@ -63,7 +63,7 @@ from deid_speech.asr.hf import (
     torch_device,
     transcribe_hf,
 )
-from deid_speech.asr.train_data import AudioCache, collate, epoch_batches, pad_labels
+from deid_speech.asr.train_data import AudioCache, collate, epoch_batches, pad_labels, without_fillers
 from deid_speech.errors import DeidError
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,8 @@ class FinetuneOptions:
     timestamps: float = _opt(0.0, "share of the records that have a `timed` target (call-like windows, "
                                    "deid_speech.asr.windows) trained in Whisper's timestamp format; the "
                                    "others, and records without one, are trained on `text` without timestamps")
+    drop_fillers: bool = _opt(False, "take hesitation sounds (uh, um, er, eh, ...) out of the training and dev "
+                                     "texts, as Whisper's own transcripts do (the audio keeps them)")
     extra_tokens_lstrip: bool = _opt(False, 'an added token swallows the space before it ("a [PHONE]" decodes '
                                             'as "a[PHONE]")')
 
@@ -269,6 +271,8 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     if not dev:
         raise DeidError("no dev records")
     t_start = time.perf_counter()
+    if opts.drop_fillers:
+        train, dev = [without_fillers(r) for r in train], [without_fillers(r) for r in dev]
     out = opts.out
     if out.exists() and not out.is_dir():
         raise DeidError(f"{out}: exists and is not a folder")

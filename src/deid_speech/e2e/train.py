@@ -106,7 +106,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "OUT/checkpoint (a rerun resumes) and OUT/training.json. "
                     "Options can also come from a TOML --config file (keys: the option names with _).")
     options.add_options(p, TrainInputs)
-    options.add_options(p, FinetuneOptions, defaults=DEFAULTS)
+    options.add_options(p, FinetuneOptions, defaults=DEFAULTS, exclude=("drop_fillers",))  # targets are tagged texts
     options.add_options(p, E2EInputs)
     return p
 
