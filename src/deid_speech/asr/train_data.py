@@ -2,8 +2,9 @@
 
 :func:`load_records` reads a ``deid-speech tts`` manifest; :func:`epoch_batches` groups
 records by label length inside shuffled pools (the same arguments give the same batches,
-so a resumed run skips exactly what was done); :func:`collate` pads a batch; :func:`drop_fillers` takes hesitation sounds out of a
-target (Whisper's own transcripts leave them out).
+so a resumed run skips exactly what was done); :func:`collate` pads a batch;
+:func:`drop_fillers` takes hesitation sounds out of a target (Whisper's own transcripts
+leave them out).
 """
 from __future__ import annotations
 
