@@ -84,6 +84,11 @@ def test_bare_digit_strings_are_not_dates(det, text):
     ("Hold her name, Desmond Westerhouse.", "Desmond Westerhouse"),
     ("the surname is T -H -E -V -A -R. First name is", "T -H -E -V -A -R"),
     ("everybody called him Kelvin.", "Kelvin"),
+    # Singlish drops the "is": seen missed on the benchmark's dev part
+    ("the surname is Thevar, first name Suresh", "Suresh"),
+    ("will everybody call him Selvin, his email kelv at icloud", "Selvin"),
+    ("one three nine two, name on card Wendling per error", "Wendling per"),
+    ("ok my name Nurhidayah, so the email", "Nurhidayah"),
 ])
 def test_a_name_slot_after_an_introduction_is_redacted_whatever_the_spelling(det, text, name):
     assert any(lab == "PERSON" and name in t for lab, t in found(det, text))
@@ -102,3 +107,18 @@ def test_a_doubted_word_in_a_name_slot_is_kept_and_a_plain_non_name_ends_it():
 
 def test_a_number_after_call_me_is_no_name(det):
     assert not any(lab == "PERSON" for lab, _ in found(det, "Can call me at 9173 4482. Anytime can lah."))
+
+
+@pytest.mark.parametrize("text,spelled", [
+    ("my name Nur Hidayah, annual R H I D A Y A H, so the email", "R H I D A Y A H"),
+    ("the cert name is February T H E V A R, first name", "T H E V A R"),
+])
+def test_four_or_more_spelled_letters_are_redacted_whatever_comes_before(det, text, spelled):
+    assert any(lab == "PERSON" and spelled in t for lab, t in found(det, text))
+
+
+@pytest.mark.parametrize("text", ["vehicle S L A eight five two K was towed", "I said A B C ok", "so I C A ah"])
+def test_three_spelled_letters_or_fewer_are_not_a_spelled_name(det, text):
+    from deid_speech.ner.spacy_ner import spelled_runs
+
+    assert spelled_runs(make_transcript(text).words) == []

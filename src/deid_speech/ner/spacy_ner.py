@@ -163,8 +163,14 @@ def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | No
 
 # introductions after which the next words are a name whatever the recogniser made of them
 NAME_SLOT_CUES = re.compile(r"\b(?:my name is|my name's|name is|sur ?name is|(?:first|last|full|given) name is|"
-                            r"(?:my |your |the )name,|called (?:him|her)|call me|spell(?:ed|t)?(?: it)?(?: as)?)\s+",
+                            r"(?:my |your |the )name,|called (?:him|her)|call me|spell(?:ed|t)?(?: it)?(?: as)?|"
+                            # the same without "is", as Singlish drops it: "my name Nurhidayah",
+                            # "first name Suresh", "name on card Gwendolyn", "everybody call him Kelvin"
+                            r"(?:my|his|her) name,?|(?:first|last|full|given|sur ?) ?name,?|"
+                            r"name on (?:the |my |his |her )?(?:card|ic|nric|account|passport|policy),?|"
+                            r"call(?:s|ed)? (?:him|her))\s+",
                             re.IGNORECASE)
+SPELLED_MIN = 4  # this many spelled letters in a row ("T H E V A R") are a name or an address spelled out
 DOUBT = 0.5  # a word the recogniser gave less probability than this is doubted
 
 
@@ -176,7 +182,7 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
     ws = [w for w in transcript.words if w.char_start >= pos]
     if not ws:
         return []
-    spelled = [w for w in ws[:max_letters] if re.fullmatch(r"-?[A-Za-z]\.?,?", w.text.strip())]
+    spelled = [w for w in ws[:max_letters] if _is_letter(w)]
     if len(spelled) >= 3 and spelled == ws[:len(spelled)]:
         return spelled
     out: list[Word] = []
@@ -193,6 +199,26 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
         if w.text.rstrip().endswith((",", ".", "?", "!")):
             break
     return out
+
+
+def _is_letter(w: Word) -> bool:
+    return bool(re.fullmatch(r"-?[A-Za-z]\.?,?", w.text.strip()))
+
+
+def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[list[Word]]:
+    """Runs of at least ``min_len`` single spelled letters ("N U R H I D A Y A H"): in a call
+    that is a name, an e-mail or an ID spelled out, whatever the recogniser made of the words
+    around it ("annual R H I D A Y A H")."""
+    runs: list[list[Word]] = []
+    cur: list[Word] = []
+    for w in list(words) + [None]:
+        if w is not None and _is_letter(w):
+            cur.append(w)
+            continue
+        if len(cur) >= min_len:
+            runs.append(cur)
+        cur = []
+    return runs
 
 
 NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".split())
@@ -253,6 +279,8 @@ class SpacyDetector:
             ws = name_slot(transcript, m.end())
             if ws:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
+        for run in spelled_runs(transcript.words):
+            out.append(span_from_words(transcript, run, "PERSON", 0.6, "spelled"))
         for m in DATE_RX.finditer(text):
             add(m.start(), m.end(), "DATE", 0.85, "date-grammar")
         return out
