@@ -89,6 +89,8 @@ def test_bare_digit_strings_are_not_dates(det, text):
     ("will everybody call him Selvin, his email kelv at icloud", "Selvin"),
     ("one three nine two, name on card Wendling per error", "Wendling per"),
     ("ok my name Nurhidayah, so the email", "Nurhidayah"),
+    ("your name please? Cheryl Ong.", "Cheryl"),
+    ("Parkview management office Selvaram, speaking, hi", "Selvaram"),
 ])
 def test_a_name_slot_after_an_introduction_is_redacted_whatever_the_spelling(det, text, name):
     assert any(lab == "PERSON" and name in t for lab, t in found(det, text))
@@ -112,13 +114,15 @@ def test_a_number_after_call_me_is_no_name(det):
 @pytest.mark.parametrize("text,spelled", [
     ("my name Nur Hidayah, annual R H I D A Y A H, so the email", "R H I D A Y A H"),
     ("the cert name is February T H E V A R, first name", "T H E V A R"),
+    ("shall ah, ah, is O N G? thank you", "O N G"),
 ])
-def test_four_or_more_spelled_letters_are_redacted_whatever_comes_before(det, text, spelled):
+def test_three_or_more_spelled_letters_are_redacted_whatever_comes_before(det, text, spelled):
     assert any(lab == "PERSON" and spelled in t for lab, t in found(det, text))
 
 
-@pytest.mark.parametrize("text", ["vehicle S L A eight five two K was towed", "I said A B C ok", "so I C A ah"])
-def test_three_spelled_letters_or_fewer_are_not_a_spelled_name(det, text):
+@pytest.mark.parametrize("text", ["vehicle S L A eight five two K was towed", "I said A B ok",
+                                  "plate is 8 S L A ah", "who is speaking?"])
+def test_letters_next_to_a_number_or_fewer_than_three_are_not_a_spelled_name(det, text):
     from deid_speech.ner.spacy_ner import spelled_runs
 
     assert spelled_runs(make_transcript(text).words) == []

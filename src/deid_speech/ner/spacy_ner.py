@@ -168,9 +168,14 @@ NAME_SLOT_CUES = re.compile(r"\b(?:my name is|my name's|name is|sur ?name is|(?:
                             # "first name Suresh", "name on card Gwendolyn", "everybody call him Kelvin"
                             r"(?:my|his|her) name,?|(?:first|last|full|given|sur ?) ?name,?|"
                             r"name on (?:the |my |his |her )?(?:card|ic|nric|account|passport|policy),?|"
-                            r"call(?:s|ed)? (?:him|her))\s+",
+                            r"call(?:s|ed)? (?:him|her)|"
+                            # the answer to "your name please?" is a name
+                            r"(?:your |the |his |her |patient'?s? )?name,? please[?,.]?)\s+",
                             re.IGNORECASE)
-SPELLED_MIN = 4  # this many spelled letters in a row ("T H E V A R") are a name or an address spelled out
+SPELLED_MIN = 3  # this many spelled letters in a row ("O N G") are a name or an address spelled out,
+# unless a number is next to them (a car plate: "S L A eight five two K", found by the patterns)
+_NUMBER_WORDS = frozenset("zero oh one two three four five six seven eight nine ten double triple".split())
+BEFORE_SPEAKING = re.compile(r",?\s+speaking\b", re.IGNORECASE)  # "Office, Selvam speaking"
 DOUBT = 0.5  # a word the recogniser gave less probability than this is doubted
 
 
@@ -202,23 +207,44 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
 
 
 def _is_letter(w: Word) -> bool:
-    return bool(re.fullmatch(r"-?[A-Za-z]\.?,?", w.text.strip()))
+    return bool(re.fullmatch(r"-?[A-Za-z]\.?[,?!]?", w.text.strip()))
 
 
 def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[list[Word]]:
-    """Runs of at least ``min_len`` single spelled letters ("N U R H I D A Y A H"): in a call
-    that is a name, an e-mail or an ID spelled out, whatever the recogniser made of the words
-    around it ("annual R H I D A Y A H")."""
+    """Runs of at least ``min_len`` single spelled letters ("N U R H I D A Y A H") with no
+    number next to them: in a call that is a name, an e-mail or an ID spelled out, whatever
+    the recogniser made of the words around it ("annual R H I D A Y A H")."""
     runs: list[list[Word]] = []
     cur: list[Word] = []
-    for w in list(words) + [None]:
-        if w is not None and _is_letter(w):
-            cur.append(w)
+    words = list(words)
+
+    def numeric(k: int) -> bool:
+        t = words[k].text.strip(" .,?!-").lower() if 0 <= k < len(words) else ""
+        return t in _NUMBER_WORDS or any(c.isdigit() for c in t)
+
+    cur: list[int] = []
+    for k in range(len(words) + 1):
+        if k < len(words) and _is_letter(words[k]):
+            cur.append(k)
             continue
-        if len(cur) >= min_len:
-            runs.append(cur)
+        if len(cur) >= min_len and not (numeric(cur[0] - 1) or numeric(cur[-1] + 1)):
+            runs.append([words[i] for i in cur])
         cur = []
     return runs
+
+
+def name_before(transcript: Transcript, pos: int, max_words: int = 2) -> list[Word]:
+    """Up to ``max_words`` name-like words that end right before character ``pos``
+    ("... office Selvaram, | speaking"), stopping at a clause end or a word that is no name."""
+    ws = [w for w in transcript.words if w.char_start < pos]
+    out: list[Word] = []
+    for w in reversed(ws[-max_words:]):
+        t = w.text.strip().strip(".,!?").lower()
+        if (not t or t in NOT_NAMES or t in NOT_NAME_WORDS or t in ("who", "and", "or", "am", "i")
+                or any(c.isdigit() for c in t) or (out and w.text.rstrip().endswith((".", "?", "!", ",")))):
+            break
+        out.insert(0, w)
+    return out
 
 
 NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".split())
@@ -277,6 +303,10 @@ class SpacyDetector:
                 add(m.start(), r[1], "PERSON", 0.75, "cue")
         for m in NAME_SLOT_CUES.finditer(text):
             ws = name_slot(transcript, m.end())
+            if ws:
+                out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
+        for m in BEFORE_SPEAKING.finditer(text):
+            ws = name_before(transcript, m.start())
             if ws:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
         for run in spelled_runs(transcript.words):
