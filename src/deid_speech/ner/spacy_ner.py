@@ -7,6 +7,9 @@
 * Cues catch names spaCy misses in lower-case ASR text: "my name is X", "this is X
   speaking", titles ("Mr", "Madam", "Dr", "Auntie"), and Malay/Indian patronymics
   ("bin", "binte", "s/o", "d/o") that join two names into one.
+* Name slots take the words after an introduction whatever the recogniser made of them
+  ("my name (is) X", "first name X", "name on card X", "your name please? X"), the words
+  before ", speaking", and any run of three or more spelled letters with no number beside it.
 * A spoken-date grammar finds "twelfth of March nineteen eighty seven", "March 3rd",
   "3/12/1987", and digit strings after "date of birth".
 """
@@ -215,7 +218,6 @@ def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[
     number next to them: in a call that is a name, an e-mail or an ID spelled out, whatever
     the recogniser made of the words around it ("annual R H I D A Y A H")."""
     runs: list[list[Word]] = []
-    cur: list[Word] = []
     words = list(words)
 
     def numeric(k: int) -> bool:
