@@ -64,6 +64,10 @@ def main() -> int:
     ap.add_argument("--max-requests", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--completions", type=int, default=None, help="completions per prompt (default: the job's)")
+    ap.add_argument("--repeat-penalty", type=float, default=None)
+    ap.add_argument("--presence-penalty", type=float, default=None)
+    ap.add_argument("--no-repair", action="store_true", help="validate raw lines (no safe repairs)")
     args = ap.parse_args()
 
     from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, TemplateBackend
@@ -78,8 +82,12 @@ def main() -> int:
     else:
         backend = TemplateBackend([r["tagged"] for r in load_split(seed_file)])
     seed_texts = [r["text"] for r in load_split(seed_file)]
+    sampling = {k: v for k, v in (("completions", args.completions), ("repeat_penalty", args.repeat_penalty),
+                                  ("presence_penalty", args.presence_penalty)) if v is not None}
     results = {"backend": backend.name, "model": backend.model, "n_target": args.n,
-               "max_requests": args.max_requests,
+               "max_requests": args.max_requests, "repair": not args.no_repair,
+               "sampling": {k: getattr(AugmentOptions(**sampling), k)
+                            for k in ("completions", "repeat_penalty", "presence_penalty")},
                "seed_corpus": {"distinct_2": round(distinct_n(seed_texts), 4),
                                "self_bleu": round(self_bleu(seed_texts), 4)}, "arms": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,17 +95,20 @@ def main() -> int:
             for temp in (0.3, 0.6):
                 out = Path(tmp) / f"{strategy}-{temp}.jsonl"
                 s = augment(seed_file, out, AugmentOptions(strategy=strategy, temperature=temp, n=args.n,
-                                                           seed=args.seed, max_requests=args.max_requests), backend)
+                                                           seed=args.seed, max_requests=args.max_requests,
+                                                           repair=not args.no_repair, **sampling), backend)
                 texts = [json.loads(x)["text"] for x in out.read_text().splitlines() if x.strip()]
                 s.update({"distinct_2": round(distinct_n(texts), 4) if texts else None,
                           "self_bleu": round(self_bleu(texts), 4) if len(texts) > 1 else None,
+                          "sentences_per_hour": round(3600 * s["new"] / s["wall_s"], 1) if s["wall_s"] else None,
                           "examples": texts[:5]})
                 s.pop("out")
                 results["arms"][f"{strategy}{temp}"] = s
                 print(f"{strategy:<8} t={temp}: accepted {s['accepted']}/{s['lines']} lines "
                       f"({s['acceptance_rate']:.1%}) in {s['requests']} requests, {s['wall_s']} s; "
                       f"distinct-2 {s['distinct_2']}, self-BLEU {s['self_bleu']}, "
-                      f"s/100 accepted {s['s_per_100_accepted']}; rejected {s['rejected']}", flush=True)
+                      f"s/100 accepted {s['s_per_100_accepted']}; rejected {s['rejected']}; repairs {s['repairs']} "
+                      f"({s['repaired_accepted']} repaired lines accepted)", flush=True)
     out = args.out or ROOT / f"bench/results/augment-{backend.name}-{Path(str(backend.model)).stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

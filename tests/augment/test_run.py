@@ -50,7 +50,9 @@ def test_job_accepts_valid_lines_fills_fresh_values_and_reports(seed_file, tmp_p
     out = tmp_path / "aug.jsonl"
     s = augment(seed_file, out, AugmentOptions(n=12, seed=3, per_request=5), Scripted())
     assert s["accepted"] == 12 and s["complete"]
-    assert s["rejected"]["bullet"] >= 1 and s["rejected"]["meta"] >= 1 and s["rejected"]["duplicate"] >= 1
+    assert s["rejected"]["meta"] >= 1 and s["rejected"]["duplicate"] >= 1
+    # "1. numbered line" loses its number, then still lacks its tags
+    assert s["repairs"]["bullet"] >= 1 and s["rejected"]["wrong_tags"] >= 1 and s["repaired_accepted"] == 0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 12 and len({r["id"] for r in rows}) == 12
     for r in rows:
@@ -124,3 +126,61 @@ def test_bad_options_are_clear_errors():
         AugmentOptions(strategy="wild")
     with pytest.raises(DeidError):
         AugmentOptions(temperature=5)
+
+
+class Messy:
+    """Answers with one line per repair, each fixable, plus lines no repair may let through."""
+
+    name, model = "messy", "m"
+
+    def __init__(self):
+        self.calls = 0
+
+    def generate(self, req):
+        self.calls += 1
+        w = "alpha bravo charlie delta echo foxtrot golf hotel india juliet".split()[self.calls % 10]
+        return "\n".join([
+            f"1. {w} one, my number is [PHONE] nine one two three four five six seven [PHONE] lah",
+            f"{w} two, call me at [phone] eight eight one two three four five six [ Phone ] ok",
+            f"{w} three, the hotline [PHONE] six two three four five six seven eight [NRIC] can",
+            f"{w} four, IC [NRIC] S one two three four five six seven D [NRIC] and [PHONE] x [PHONE] ok",
+            f"- {w} five, call [PHONE] nine one two three [PHONE] or nine eight seven six five four three two",
+        ])
+
+
+def test_repairs_are_counted_and_never_let_bad_lines_through(seed_file, tmp_path):
+    seeds = tmp_path / "phone.jsonl"
+    with open(seeds, "w") as fh:  # one tag set only: every request asks for {PHONE}
+        t = SEEDS[2]
+        text, ents = parse_tagged(t)
+        fh.write(json.dumps({"id": "s", "text": text, "tagged": t, "entities": [e.to_dict() for e in ents]}) + "\n")
+    s = augment(seeds, tmp_path / "m.jsonl", AugmentOptions(n=100, per_request=5, max_requests=2), Messy())
+    assert s["lines"] == 10
+    assert s["repairs"] == {"bullet": 4, "tag_spelling": 2, "tag_balance": 2}
+    assert s["new"] == 6 and s["repaired_accepted"] == 6
+    assert s["rejected"] == {"wrong_tags": 2, "untagged_pii": 2}
+    rows = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert all([e["label"] for e in r["entities"]] == ["PHONE"] for r in rows)
+    assert not any("five, call" in r["text"] for r in rows)  # the untagged number stays out
+
+    off = augment(seeds, tmp_path / "raw.jsonl", AugmentOptions(n=100, per_request=5, max_requests=2, repair=False),
+                  Messy())
+    assert off["new"] == 0 and off["repairs"] == {"bullet": 0, "tag_spelling": 0, "tag_balance": 0}
+    assert off["rejected"] == {"bullet": 4, "unbalanced": 2, "wrong_tags": 4}
+
+
+def test_each_request_carries_the_sampling_options(seed_file, tmp_path):
+    seen = []
+
+    class Spy(Scripted):
+        def generate(self, req):
+            seen.append(req)
+            return super().generate(req)
+
+    augment(seed_file, tmp_path / "s.jsonl",
+            AugmentOptions(n=3, per_request=5, completions=3, repeat_penalty=1.3, presence_penalty=0.4), Spy())
+    r = seen[0]
+    assert (r.completions, r.repeat_penalty, r.presence_penalty) == (3, 1.3, 0.4)
+    assert len(set(r.seeds())) == 3 and r.seeds()[0] == r.seed
+    with pytest.raises(DeidError):
+        AugmentOptions(completions=0)

@@ -67,3 +67,17 @@ def test_lines_with_meta_talk_untagged_pii_or_no_numbers_are_rejected(line, tags
 def test_a_no_pii_line_with_confusable_numbers_is_accepted():
     parsed, why = check_line("the bill is forty nine ninety, bus one nine oh can reach", Counter(), set())
     assert why is None
+
+
+def test_prompts_show_a_schema_not_a_sentence_and_diverse_lists_scenarios():
+    from deid_speech.augment.prompts import SCENARIOS
+
+    sim = build_prompt("similar", TAGS, ["ex one [PHONE] x [PHONE]"], 20)[1]["content"]
+    assert "[PERSON] <a full name> [PERSON] <words> [PHONE] <a phone number in words> [PHONE]" in sim
+    assert not any(s in sim for s in SCENARIOS)
+    d0 = build_prompt("diverse", TAGS, [], 20, offset=0)[1]["content"]
+    d1 = build_prompt("diverse", TAGS, [], 20, offset=1)[1]["content"]
+    assert "a bank hotline; a clinic appointment" in d0 and "a family group chat" in d0
+    assert d0 != d1 and "a clinic appointment; a parcel delivery" in d1
+    none = build_prompt("diverse", Counter(), [], 5)[1]["content"]
+    assert "no personal data" in none and "<" not in none

@@ -23,6 +23,42 @@ class Request:
     seed: int
     n: int = 20
     examples: list[str] = field(default_factory=list)
+    completions: int = 1  # completions per prompt, completion i seeded seed + i * 7919
+    repeat_penalty: float = 1.1
+    presence_penalty: float = 0.0
+
+    def seeds(self) -> list[int]:
+        return [self.seed + i * 7919 for i in range(self.completions)]
+
+
+def loop_key(line: str) -> str:
+    """A line with its tagged values blanked, lower case letters only: two lines with the same
+    key are the model going round in a loop."""
+    line = re.sub(r"\[([A-Z_]+)\].*?\[\1\]", r" \1 ", line)
+    return " ".join(re.sub(r"[^a-z ]", " ", line.lower()).split())
+
+
+def cut_at_repeat(chunks, limit: int) -> tuple[list[str], bool]:
+    """Collect the lines of a streamed completion (an iterable of text pieces); stop at the
+    first line that repeats an earlier one (kept, so the validator counts it as a duplicate)
+    or after ``limit`` lines. Returns the lines and whether the stream was cut short."""
+    lines: list[str] = []
+    keys: set[str] = set()
+    buf = ""
+    for piece in chunks:
+        buf += piece
+        while "\n" in buf:
+            line, buf = buf.split("\n", 1)
+            if not line.strip():
+                continue
+            lines.append(line)
+            k = loop_key(line)
+            if k in keys or len(lines) >= limit:
+                return lines, True
+            keys.add(k)
+    if buf.strip():
+        lines.append(buf)
+    return lines, False
 
 
 class OllamaBackend:
@@ -51,12 +87,14 @@ class OllamaBackend:
 
     def generate(self, req: Request) -> str:
         try:
-            r = self.client.chat(model=self.model, messages=req.messages,
-                                 options={"temperature": req.temperature, "seed": req.seed,
-                                          "num_predict": 60 * req.n})
+            outs = [self.client.chat(model=self.model, messages=req.messages,
+                                     options={"temperature": req.temperature, "seed": seed,
+                                              "num_predict": 60 * req.n, "repeat_penalty": req.repeat_penalty,
+                                              "presence_penalty": req.presence_penalty})["message"]["content"]
+                    for seed in req.seeds()]
         except Exception as e:
             raise DeidError(f"Ollama request failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-        return r["message"]["content"]
+        return "\n".join(outs)
 
 
 def default_gguf() -> Path:
@@ -92,11 +130,23 @@ class LlamaCppBackend:
             raise DeidError(f"{path}: cannot load GGUF model ({e})") from None
 
     def generate(self, req: Request) -> str:
-        self.llm.reset()  # no KV-cache carry-over between requests: same request, same answer
-        self.llm.set_seed(req.seed)
-        out = self.llm.create_chat_completion(messages=req.messages, temperature=req.temperature,
-                                              seed=req.seed, max_tokens=40 * req.n, repeat_penalty=1.1)
-        return out["choices"][0]["message"]["content"]
+        """Up to ``req.completions`` streamed completions, each with its own seed, each cut at
+        its first repeated line (a small model that starts repeating itself does not stop), until
+        ``req.n`` lines are in."""
+        lines: list[str] = []
+        for i, seed in enumerate(req.seeds()):
+            if len(lines) >= req.n:
+                break
+            if i == 0:  # no KV-cache carry-over between requests: same request, same answer
+                self.llm.reset()  # (later completions reuse the cached prompt)
+            self.llm.set_seed(seed)
+            stream = self.llm.create_chat_completion(
+                messages=req.messages, temperature=req.temperature, seed=seed, max_tokens=40 * req.n,
+                repeat_penalty=req.repeat_penalty, presence_penalty=req.presence_penalty, stream=True)
+            got, _ = cut_at_repeat((c["choices"][0]["delta"].get("content") or "" for c in stream),
+                                   req.n - len(lines))
+            lines += got
+        return "\n".join(lines)
 
 
 _OPENERS = ["", "", "uh ", "um ", "ok ", "ah ", "so ", "eh ", "hello, ", "sorry ah, "]

@@ -3,7 +3,12 @@ the model returns tagged sentences in our format, one per line.
 
 *Similar* shows example seed sentences carrying the same tag set and asks for sentences that
 follow their structure (paper: temperature 0.3). *Diverse* gives the tags only and asks for
-varied contexts and themes (paper: temperature 0.6).
+varied contexts and themes (paper: temperature 0.6), with an explicit list of everyday
+scenarios to vary (small models ignore "be diverse" but follow a list).
+
+The tag format is shown as a schema (``... [PHONE] the phone number in words [PHONE] ...``),
+not as a sentence: a small model copies a sentence verbatim. A copied schema keeps its
+``<`` ``>`` placeholders and is rejected by the validator.
 """
 from __future__ import annotations
 
@@ -13,13 +18,25 @@ STRATEGIES = ("similar", "diverse")
 DEFAULT_TEMPERATURE = {"similar": 0.3, "diverse": 0.6}
 PER_REQUEST = 20
 
+SCENARIOS = ("a bank hotline", "a clinic appointment", "a parcel delivery", "an insurance claim",
+             "a telco customer service call", "a government office counter", "a family group chat",
+             "a hawker centre", "a condo management office", "a car workshop", "a school office",
+             "a taxi booking")
+
+_HINT = {"PERSON": "a full name", "NRIC": "an NRIC spoken letter by letter and digit by digit",
+         "PASSPORT_NUM": "a passport number spoken letter by letter and digit by digit",
+         "PHONE": "a phone number in words", "EMAIL": "an email address in words",
+         "CREDIT_CARD": "a card number in words", "CAR_PLATE": "a car plate spoken letter by letter",
+         "BANK_ACCOUNT": "a bank account number in words", "DATE": "a date in words"}
+
 _HEAD = """You are given a set of named entity recognition (NER) tags. Your task is to generate a set of {n} new sentences that contain exactly the same NER tags as given to you. Each new sentence should:
 1. Use exactly the same NER tags in appropriate contexts without adding any new NER tags.
 2. Reflect spoken language, as if someone is speaking to another person, in Singapore English (Singlish): particles like lah, lor, leh, meh, "can or not", fillers like uh and um.
 3. {third}
 
 The format for the input will be such that you will get the NER tags in close brackets. Each tag appears twice, around the words of the entity: [LABEL] the entity's words [LABEL]. Write numbers, letters and emails the way they are spoken, and never copy a given sentence.
-Given this kind of input, you need to now generate {n} more sentences that contain exactly the same NER tags as given in the prompt, one sentence per line. DO NOT ADD BULLET NUMBERS IN THE OUTPUT."""
+Given this kind of input, you need to now generate {n} more sentences that contain exactly the same NER tags as given in the prompt, one sentence per line. DO NOT ADD BULLET NUMBERS IN THE OUTPUT.
+Write exactly one sentence per line and nothing else: no numbering, no title, no explanation. Every sentence must be different."""
 
 _SIMILAR_THIRD = "Follow the structure of the example sentences given below."
 _DIVERSE_THIRD = ("Be as creative and diverse as you can with the structure of sentences you come up "
@@ -31,14 +48,36 @@ def tag_list(tags: Counter) -> str:
     return " ".join(f"[{t}]" for t in sorted(tags.elements()))
 
 
-def build_prompt(strategy: str, tags: Counter, examples: list[str], n: int = PER_REQUEST) -> list[dict]:
-    """Chat messages for one request."""
+def schema(tags: Counter) -> str:
+    """The shape of one output line: ``<words> [PHONE] <a phone number in words> [PHONE] <words>``."""
+    parts = ["<words>"]
+    for t in sorted(tags.elements()):
+        parts += [f"[{t}] <{_HINT.get(t, 'the ' + t.lower() + ' in words')}> [{t}]", "<words>"]
+    return " ".join(parts)
+
+
+def scenarios(offset: int, k: int = 8) -> list[str]:
+    """``k`` scenarios, starting at ``offset`` (so successive requests lead with different ones)."""
+    return [SCENARIOS[(offset + i) % len(SCENARIOS)] for i in range(min(k, len(SCENARIOS)))]
+
+
+def build_prompt(strategy: str, tags: Counter, examples: list[str], n: int = PER_REQUEST,
+                 offset: int = 0) -> list[dict]:
+    """Chat messages for one request (``offset`` rotates the Diverse scenario list)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}")
     third = _SIMILAR_THIRD if strategy == "similar" else _DIVERSE_THIRD
     system = _HEAD.format(n=n, third=third)
-    user = f"NER tags: {tag_list(tags) if tags else '(none: sentences with no personal data)'}"
+    if tags:
+        user = f"NER tags: {tag_list(tags)}\nEvery line has this shape: {schema(tags)}"
+    else:
+        user = ("NER tags: (none: sentences with no personal data)\nEvery line is one plain sentence with "
+                "no names and no ID, phone or card numbers, but with other numbers such as prices, times, "
+                "bus numbers or amounts, in words.")
     if strategy == "similar" and examples:
         user += "\n\nExample sentences:\n" + "\n".join(examples)
+    if strategy == "diverse":
+        user += ("\n\nUse a different situation for each sentence, for example: "
+                 + "; ".join(scenarios(offset)) + ".")
     user += f"\n\nNow write {n} new sentences, one per line."
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from deid_speech.augment.llm import Request
 from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATEGIES, build_prompt
+from deid_speech.augment.repair import REPAIRS, repair_line
 from deid_speech.augment.replace import fill_tags
 from deid_speech.augment.seed import load_split
 from deid_speech.augment.validate import REASONS, check_line, frame_key
@@ -38,14 +39,20 @@ class AugmentOptions:
     examples: int = field(default=5, metadata={"help": "seed sentences shown per request"})
     max_requests: int | None = field(default=None, metadata={
         "help": "give up after this many requests (default: 10x what a perfect model would need)"})
+    repair: bool = field(default=True, metadata={
+        "help": "strip numbering, normalise tag spelling and fix a misnamed closing tag before validation"})
+    completions: int = field(default=2, metadata={
+        "help": "completions per prompt, each with its own seed; llama.cpp stops one at its first repeated line"})
+    repeat_penalty: float = field(default=1.1, metadata={"help": "llama.cpp/Ollama repeat penalty"})
+    presence_penalty: float = field(default=0.0, metadata={"help": "llama.cpp/Ollama presence penalty"})
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise DeidError(f"strategy must be one of {', '.join(STRATEGIES)}")
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise DeidError("temperature must be between 0 and 2")
-        if self.n < 1 or self.per_request < 1:
-            raise DeidError("--n and the sentences per request must be positive")
+        if self.n < 1 or self.per_request < 1 or self.completions < 1:
+            raise DeidError("--n, the sentences per request and --completions must be positive")
 
     @property
     def temp(self) -> float:
@@ -70,6 +77,8 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     accepted = len(existing)
     request = max((r.get("request", -1) for r in existing), default=-1) + 1
     reasons: Counter = Counter()
+    repairs: Counter = Counter()  # lines each repair changed
+    repaired_accepted = 0
     labels: Counter = Counter(e["label"] for r in existing for e in r["entities"])
     lines_seen = 0
     new = 0
@@ -82,11 +91,17 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
             tags = Counter(rng.choices(keys, weights)[0])
             pool = by_tags[tuple(sorted(tags.elements()))]
             examples = rng.sample(pool, min(opts.examples, len(pool)))
-            req = Request(opts.strategy, tags, build_prompt(opts.strategy, tags, examples, opts.per_request),
-                          opts.temp, opts.seed * 1_000_003 + request, opts.per_request, examples)
+            req = Request(opts.strategy, tags, build_prompt(opts.strategy, tags, examples, opts.per_request, request),
+                          opts.temp, opts.seed * 1_000_003 + request, opts.per_request, examples,
+                          completions=opts.completions, repeat_penalty=opts.repeat_penalty,
+                          presence_penalty=opts.presence_penalty)
             raw = backend.generate(req)
             for k, line in enumerate(x for x in raw.splitlines() if x.strip()):
                 lines_seen += 1
+                fixed = []
+                if opts.repair:
+                    line, fixed = repair_line(line, tags)
+                    repairs.update(fixed)
                 parsed, why = check_line(line, tags, seen)
                 if why:
                     reasons[why] += 1
@@ -103,6 +118,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
                 writer.write(rec)
                 accepted += 1
                 new += 1
+                repaired_accepted += bool(fixed)
                 labels.update(e.label for e in ents2)
             request += 1
             if progress:
@@ -110,6 +126,8 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     wall = time.perf_counter() - t0
     return {"out": str(out), "accepted": accepted, "new": new, "requests": request,
             "lines": lines_seen, "acceptance_rate": round(new / lines_seen, 4) if lines_seen else 0.0,
-            "rejected": {r: reasons[r] for r in REASONS if reasons[r]}, "labels": dict(sorted(labels.items())),
+            "rejected": {r: reasons[r] for r in REASONS if reasons[r]},
+            "repairs": {r: repairs[r] for r in REPAIRS}, "repaired_accepted": repaired_accepted,
+            "labels": dict(sorted(labels.items())),
             "wall_s": round(wall, 1), "s_per_100_accepted": round(100 * wall / new, 1) if new else None,
             "complete": accepted >= opts.n}

@@ -1,5 +1,7 @@
 """Strict validation of LLM output lines: a line is accepted only if it carries exactly the
-requested tags, balanced, with no numbering or bullets, within length bounds, and is new.
+requested tags, balanced, with no numbering or bullets, no ``<placeholder>`` left from the
+prompt's schema, within length bounds, and is new. Safe repairs (numbering, tag spelling,
+a misnamed closing tag) are applied before, by :mod:`deid_speech.augment.repair`.
 
 ``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
 the augmentation summary.
@@ -11,12 +13,13 @@ from collections import Counter
 
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "meta", "unbalanced", "wrong_tags", "too_short", "too_long",
+REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "wrong_tags", "too_short", "too_long",
            "untagged_pii", "no_number", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
-_META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:)|\b(?:NER|tags?|prompt|"
-                   r"sentences|generate|the example)\b", re.IGNORECASE)
+_META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:|"
+                   r"[A-Za-z ]{1,20}\d{1,2}\s*:)|"  # "Sentence 2:", "Premise 1:"
+                   r"\b(?:NER|tags?|prompt|sentences|generate|the example)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"\d|\b(?:zero|oh|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
                      r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand)\b", re.IGNORECASE)
 
@@ -35,6 +38,8 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "bullet"
     if _META.search(line):
         return None, "meta"
+    if "<" in line or ">" in line:
+        return None, "placeholder"  # a copy of the prompt's line schema ("<words> [PHONE] <...> [PHONE]")
     try:
         text, ents = parse_tagged(line)
     except ValueError:

@@ -1,0 +1,100 @@
+"""Safe repairs of LLM output lines, applied before the strict validation of
+:mod:`deid_speech.augment.validate` (which stays unchanged: a repaired line must still pass
+every check).
+
+Three repairs, each reported by name so the summary shows how many lines each touched:
+
+``bullet``
+    strip one leading list marker ("1.", "2)", "3:", "(4)", "-", "*", "•", "·") followed by a
+    space. A marker not followed by a space ("1:30 pm ...") is left alone, so the validator
+    still rejects such a line as a bullet.
+``tag_spelling``
+    ``[phone]``, ``[ PHONE ]``, ``[Phone-Number]``, ``[/PHONE]`` -> ``[PHONE]``: the case,
+    inner spaces, hyphens and a closing slash of a known label are normalised; a synonym
+    (``[NAME]`` -> ``[PERSON]``) is mapped only when it names one label without doubt *and*
+    that label was requested. Ambiguous words (``[NUMBER]``, ``[ID]``, ``[CARD]``) are
+    never mapped.
+``tag_balance``
+    ``call [PHONE] nine one [NRIC] lah`` asked for ``{PHONE}`` -> ``[PHONE] ... [PHONE]``:
+    a tag closed with the wrong name is renamed to the open one, only when the line has
+    exactly one such mismatch, the open label was requested, and the closing label was not
+    (so it cannot be the start of a wanted entity).
+
+No repair adds, removes or moves a tag or a word, so a line whose PII lies outside its tags
+still has it outside and is still rejected as ``untagged_pii``.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from deid_speech.types import LABELS
+
+REPAIRS = ("bullet", "tag_spelling", "tag_balance")
+
+_LEADING_MARKER = re.compile(r"^\s*(?:[-*•·]|\d{1,3}[.):]|\(\d{1,3}\))\s+(?=\S)")
+_BRACKET = re.compile(r"\[\s*(/?)\s*([A-Za-z][A-Za-z _-]{0,30}?)\s*\]")
+_TAG = re.compile(r"\[(" + "|".join(LABELS) + r")\]")
+
+# synonym -> label; only words that cannot mean another label
+SYNONYMS = {
+    "NAME": "PERSON", "FULL_NAME": "PERSON", "PERSON_NAME": "PERSON",
+    "NRIC_NUMBER": "NRIC", "NRIC_NO": "NRIC", "IC_NUMBER": "NRIC", "NRIC_NUM": "NRIC",
+    "PASSPORT": "PASSPORT_NUM", "PASSPORT_NUMBER": "PASSPORT_NUM", "PASSPORT_NO": "PASSPORT_NUM",
+    "PHONE_NUMBER": "PHONE", "PHONE_NUM": "PHONE", "PHONE_NO": "PHONE", "TELEPHONE": "PHONE",
+    "MOBILE_NUMBER": "PHONE", "HANDPHONE": "PHONE",
+    "EMAIL_ADDRESS": "EMAIL", "E_MAIL": "EMAIL",
+    "CREDIT_CARD_NUMBER": "CREDIT_CARD", "CREDIT_CARD_NUM": "CREDIT_CARD", "CREDIT_CARD_NO": "CREDIT_CARD",
+    "CAR_PLATE_NUMBER": "CAR_PLATE", "LICENSE_PLATE": "CAR_PLATE", "LICENCE_PLATE": "CAR_PLATE",
+    "NUMBER_PLATE": "CAR_PLATE", "VEHICLE_PLATE": "CAR_PLATE",
+    "BANK_ACCOUNT_NUMBER": "BANK_ACCOUNT", "BANK_ACCOUNT_NO": "BANK_ACCOUNT", "BANK_ACCOUNT_NUM": "BANK_ACCOUNT",
+    "DATE_OF_BIRTH": "DATE",
+}
+assert set(SYNONYMS.values()) <= set(LABELS)
+
+
+def strip_bullet(line: str) -> str:
+    return _LEADING_MARKER.sub("", line, count=1)
+
+
+def fix_tag_spelling(line: str, tags: Counter) -> str:
+    def norm(m: re.Match) -> str:
+        word = re.sub(r"[ -]+", "_", m.group(2).strip()).upper()
+        if word in LABELS:
+            return f"[{word}]"
+        if SYNONYMS.get(word) in tags:
+            return f"[{SYNONYMS[word]}]"
+        return m.group(0)
+    return _BRACKET.sub(norm, line)
+
+
+def fix_tag_balance(line: str, tags: Counter) -> str:
+    """Rename a wrongly named closing tag (see the module doc); the line unchanged otherwise."""
+    open_label, fix, mismatches = None, None, 0
+    for m in _TAG.finditer(line):
+        label = m.group(1)
+        if open_label is None:
+            open_label = label
+        elif label == open_label:
+            open_label = None
+        else:
+            mismatches += 1
+            if open_label in tags and label not in tags:
+                fix = (m.start(), m.end(), open_label)
+            open_label = None  # treat it as the closer; a second mismatch disqualifies the line
+    if mismatches != 1 or fix is None:
+        return line
+    a, b, label = fix
+    return f"{line[:a]}[{label}]{line[b:]}"
+
+
+def repair_line(line: str, tags: Counter) -> tuple[str, list[str]]:
+    """Apply the repairs in order; return the line and the names of those that changed it."""
+    done = []
+    for name, fn in (("bullet", strip_bullet), ("tag_spelling", lambda x: fix_tag_spelling(x, tags)),
+                     ("tag_balance", lambda x: fix_tag_balance(x, tags))):
+        new = fn(line)
+        if new != line:
+            done.append(name)
+            line = new
+    return line, done

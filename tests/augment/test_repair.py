@@ -1,0 +1,107 @@
+"""Safe repairs before validation: each fixes what it claims, and none lets a line through
+that the validator must reject (wrong tags, untagged PII, a second mismatch, ambiguity)."""
+from collections import Counter
+
+import pytest
+
+from deid_speech.augment.llm import cut_at_repeat, loop_key
+from deid_speech.augment.repair import fix_tag_balance, fix_tag_spelling, repair_line, strip_bullet
+from deid_speech.augment.validate import check_line
+
+PHONE = Counter({"PHONE": 1})
+TWO = Counter({"PHONE": 1, "PERSON": 1})
+GOOD = "hi [PERSON] Tan Wei Ming [PERSON] here, call me at [PHONE] nine one two three four five six seven [PHONE] lah"
+
+
+def accepted(line, tags):
+    fixed, done = repair_line(line, tags)
+    parsed, why = check_line(fixed, tags, set())
+    return why, done
+
+
+@pytest.mark.parametrize("marker", ["1. ", "12) ", "3: ", "(4) ", "- ", "* ", "• ", "  2.  "])
+def test_numbering_and_bullets_are_stripped_and_the_line_accepted(marker):
+    assert check_line(marker + GOOD, TWO, set()) == (None, "bullet")  # the validator alone rejects it
+    assert accepted(marker + GOOD, TWO) == (None, ["bullet"])
+
+
+def test_a_marker_without_a_space_is_not_a_bullet_to_strip():
+    assert strip_bullet("1:30 pm can or not") == "1:30 pm can or not"
+    assert strip_bullet("2.5 kilo of rice lah") == "2.5 kilo of rice lah"
+    assert accepted("1:30 [PHONE] nine one two three four five six seven [PHONE] call me ok", PHONE)[0] == "bullet"
+
+
+@pytest.mark.parametrize("line", [
+    "call me at [phone] nine one two three four five six seven [phone] lah",
+    "call me at [ PHONE ] nine one two three four five six seven [ PHONE ] lah",
+    "call me at [Phone] nine one two three four five six seven [/PHONE] lah",
+    "call me at [phone number] nine one two three four five six seven [Phone-Number] lah",
+])
+def test_tag_spelling_is_normalised(line):
+    assert check_line(line, PHONE, set())[1] is not None
+    assert accepted(line, PHONE) == (None, ["tag_spelling"])
+
+
+def test_a_synonym_maps_only_to_a_requested_label_and_ambiguous_words_never():
+    name = "hi [name] Tan Wei Ming [NAME] here, call me at [PHONE] nine one two three four five six seven [PHONE] lah"
+    assert accepted(name, TWO) == (None, ["tag_spelling"])
+    assert fix_tag_spelling(name, PHONE) == name  # PERSON not requested: left alone
+    assert accepted(name, PHONE)[0] == "unbalanced"
+    for word in ("NUMBER", "ID", "CARD", "ACCOUNT"):
+        line = f"my [{word}] nine one two three four five six seven [{word}] lah ok"
+        assert fix_tag_spelling(line, Counter({"PHONE": 1, "NRIC": 1, "CREDIT_CARD": 1, "BANK_ACCOUNT": 1})) == line
+
+
+def test_a_misnamed_closing_tag_is_renamed_when_unambiguous():
+    line = "call the hotline [PHONE] six two three four five six seven eight [NRIC] can"
+    assert check_line(line, PHONE, set()) == (None, "unbalanced")
+    assert accepted(line, PHONE) == (None, ["tag_balance"])
+    two = "hi [PERSON] Tan Wei Ming [PERSON] here, call me at [PHONE] nine one two three four five six seven [EMAIL] lah"
+    assert accepted(two, TWO) == (None, ["tag_balance"])
+
+
+@pytest.mark.parametrize("line,tags", [
+    # the closing label was requested: it may open the second entity, so which was meant is unclear
+    ("hi [PERSON] Tan Wei Ming [PHONE] nine one two three four five six seven [PHONE] lah", TWO),
+    # the open label was not requested
+    ("call me at [NRIC] nine one two three four five six seven [PHONE] lah", PHONE),
+    # two mismatches
+    ("a [PHONE] nine one two three [NRIC] b [PHONE] four five six seven [EMAIL] ok", Counter({"PHONE": 2})),
+])
+def test_tag_balance_leaves_ambiguous_lines_alone(line, tags):
+    assert fix_tag_balance(line, tags) == line
+    assert accepted(line, tags)[0] == "unbalanced"
+
+
+@pytest.mark.parametrize("line,tags,reason", [
+    # fixed spelling, but a PII number left outside the tags: still rejected
+    ("1. call [phone] nine one two three [phone] or nine eight seven six five four three two ok", PHONE,
+     "untagged_pii"),
+    ("call [PHONE] nine one two three [NRIC] or nine eight seven six five four three two ok", PHONE, "untagged_pii"),
+    # fixed spelling, wrong tag set: still rejected
+    ("- my IC [nric] S one two three four five six seven D [nric] ok lah", PHONE, "wrong_tags"),
+    ("my [PHONE] nine one two three four five six seven [PHONE] and [email] a at b dot com [email] ok", PHONE,
+     "wrong_tags"),
+    # a stripped bullet that leaves meta talk
+    ("1. Here are the sentences with [PHONE] nine one [PHONE] tags", PHONE, "meta"),
+])
+def test_repaired_lines_still_face_every_check(line, tags, reason):
+    assert accepted(line, tags)[0] == reason
+
+
+def test_label_prefixes_and_copied_schemas_are_rejected():
+    assert check_line("Sentence 2: I have been working with the company for 5 years.", Counter(), set()) == (
+        None, "meta")
+    assert check_line("<words> [PHONE] <a phone number in words> [PHONE] <words>", PHONE, set()) == (
+        None, "placeholder")
+
+
+def test_a_looping_completion_is_cut_at_its_first_repeat():
+    a = "call [PHONE] nine one two three [PHONE] lah"
+    b = "call [PHONE] eight eight one two [PHONE] lah"  # same frame, other value: a loop
+    pieces = ["first line ok\nsecond ", "line\n", a + "\n", b + "\n", "never read\n"]
+    lines, cut = cut_at_repeat(iter(pieces), limit=20)
+    assert lines == ["first line ok", "second line", a, b] and cut
+    assert loop_key(a) == loop_key(b) != loop_key("call me lah")
+    assert cut_at_repeat(iter(["x one\n", "x two\n", "x three\n"]), limit=2) == (["x one", "x two"], True)
+    assert cut_at_repeat(iter(["x one\n\n", "x two"]), limit=9) == (["x one", "x two"], False)
