@@ -48,8 +48,8 @@ def test_prompts_follow_the_paper_and_carry_the_tags():
         text = msgs[0]["content"] + msgs[1]["content"]
         assert "generate a set of 20 new sentences" in text and "DO NOT ADD BULLET NUMBERS" in text
         assert tag_list(TAGS) in text
-    assert "Example sentences" in sim[1]["content"] and "Follow the structure" in sim[0]["content"]
-    assert "Example sentences" not in div[1]["content"] and "creative and diverse" in div[0]["content"]
+    assert '"ex one [PHONE] x [PHONE]"' in sim[1]["content"] and "Follow the structure" in sim[0]["content"]
+    assert "ex one" not in div[1]["content"] and "creative and diverse" in div[0]["content"]
 
 
 @pytest.mark.parametrize("line,tags,reason", [
@@ -70,14 +70,30 @@ def test_a_no_pii_line_with_confusable_numbers_is_accepted():
 
 
 def test_prompts_show_a_schema_not_a_sentence_and_diverse_lists_scenarios():
-    from deid_speech.augment.prompts import SCENARIOS
-
     sim = build_prompt("similar", TAGS, ["ex one [PHONE] x [PHONE]"], 20)[1]["content"]
     assert "[PERSON] <a full name> [PERSON] <words> [PHONE] <a phone number in words> [PHONE]" in sim
-    assert not any(s in sim for s in SCENARIOS)
+    assert "a bank hotline; a clinic appointment" in sim  # Similar asks for other situations too
     d0 = build_prompt("diverse", TAGS, [], 20, offset=0)[1]["content"]
     d1 = build_prompt("diverse", TAGS, [], 20, offset=1)[1]["content"]
     assert "a bank hotline; a clinic appointment" in d0 and "a family group chat" in d0
     assert d0 != d1 and "a clinic appointment; a parcel delivery" in d1
     none = build_prompt("diverse", Counter(), [], 5)[1]["content"]
     assert "no personal data" in none and "<" not in none
+
+
+@pytest.mark.parametrize("tags", [TAGS, Counter()])
+def test_similar_quotes_its_examples_inline_and_marks_them_taken(tags):
+    # Qwen2.5-Coder-1.5B copied examples listed one per line as its first output lines
+    ex = ["ok noted so the number is [PHONE] nine one [PHONE] lah", "my name [PERSON] Tan [PERSON] one"]
+    user = build_prompt("similar", tags, ex, 20)[1]["content"]
+    assert '"ok noted so the number is [PHONE] nine one [PHONE] lah" or "my name [PERSON] Tan [PERSON] one"' in user
+    assert not any(line.strip() in ex for line in user.splitlines())  # no example stands on a line of its own
+    assert "do NOT repeat them" in user and user.rstrip().endswith("numbers spelled out in words.")
+
+
+def test_a_copied_seed_sentence_is_still_a_duplicate():
+    seed = "ok noted ma'am, so the alternate number is [PHONE] nine five one three [PHONE] and preferred time is morning"
+    seen = {frame_key(seed)}
+    assert check_line(seed, Counter({"PHONE": 1}), seen) == (None, "duplicate")
+    other_value = seed.replace("nine five one three", "eight eight two oh")
+    assert check_line(other_value, Counter({"PHONE": 1}), seen) == (None, "duplicate")

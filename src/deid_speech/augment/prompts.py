@@ -69,13 +69,22 @@ def build_prompt(strategy: str, tags: Counter, examples: list[str], n: int = PER
     third = _SIMILAR_THIRD if strategy == "similar" else _DIVERSE_THIRD
     system = _HEAD.format(n=n, third=third)
     if tags:
-        user = f"NER tags: {tag_list(tags)}\nEvery line has this shape: {schema(tags)}"
+        head, shape = f"NER tags: {tag_list(tags)}", f"Every line has this shape: {schema(tags)}"
     else:
-        user = ("NER tags: (none: sentences with no personal data)\nEvery line is one plain sentence with "
-                "no names and no ID, phone or card numbers, but with other numbers such as prices, times, "
-                "bus numbers or amounts, in words.")
+        head = "NER tags: (none: sentences with no personal data)"
+        shape = ("Every line is one plain sentence with no names and no ID, phone or card numbers, but with "
+                 "other numbers such as prices, times, bus numbers or amounts, in words.")
     if strategy == "similar" and examples:
-        user += "\n\nExample sentences:\n" + "\n".join(examples)
+        # Examples quoted inline, not as a list of lines: Qwen2.5-Coder-1.5B began every answer
+        # by copying example lines verbatim when they were listed one per line (also when told
+        # "do NOT repeat them", with two examples, or with them as an earlier assistant turn).
+        user = (f"{head}\n\nPeople in the data already say things like "
+                + " or ".join(f'"{e}"' for e in examples)
+                + ". Those sentences are taken: do NOT repeat them. Write new ones in the same spoken style and "
+                "structure, each in another situation, for example: " + "; ".join(scenarios(offset)) + "."
+                f"\n\n{shape}\nNow write {n} new sentences, one per line, numbers spelled out in words.")
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    user = f"{head}\n{shape}"
     if strategy == "diverse":
         user += ("\n\nUse a different situation for each sentence, for example: "
                  + "; ".join(scenarios(offset)) + ".")
