@@ -68,6 +68,7 @@ def main() -> int:
     ap.add_argument("--repeat-penalty", type=float, default=None)
     ap.add_argument("--presence-penalty", type=float, default=None)
     ap.add_argument("--no-repair", action="store_true", help="validate raw lines (no safe repairs)")
+    ap.add_argument("--keep-rejected", type=int, default=10, help="rejected raw lines kept per arm in the JSON")
     args = ap.parse_args()
 
     from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, TemplateBackend
@@ -96,7 +97,8 @@ def main() -> int:
                 out = Path(tmp) / f"{strategy}-{temp}.jsonl"
                 s = augment(seed_file, out, AugmentOptions(strategy=strategy, temperature=temp, n=args.n,
                                                            seed=args.seed, max_requests=args.max_requests,
-                                                           repair=not args.no_repair, **sampling), backend)
+                                                           repair=not args.no_repair, keep_rejected=args.keep_rejected,
+                                                           **sampling), backend)
                 texts = [json.loads(x)["text"] for x in out.read_text().splitlines() if x.strip()]
                 s.update({"distinct_2": round(distinct_n(texts), 4) if texts else None,
                           "self_bleu": round(self_bleu(texts), 4) if len(texts) > 1 else None,

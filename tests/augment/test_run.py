@@ -184,3 +184,13 @@ def test_each_request_carries_the_sampling_options(seed_file, tmp_path):
     assert len(set(r.seeds())) == 3 and r.seeds()[0] == r.seed
     with pytest.raises(DeidError):
         AugmentOptions(completions=0)
+
+
+def test_rejected_raw_lines_are_kept_up_to_the_cap_with_their_reason(seed_file, tmp_path):
+    s = augment(seed_file, tmp_path / "a.jsonl", AugmentOptions(n=5, seed=3, per_request=5, keep_rejected=2),
+                Scripted())
+    assert [r["line"] for r in s["rejected_lines"]] == ["1. numbered line", "Here are the sentences:"]
+    assert [r["reason"] for r in s["rejected_lines"]] == ["wrong_tags", "meta"]  # raw line, reason after repair
+    assert all(r["tags"].startswith("[") for r in s["rejected_lines"])
+    assert "rejected_lines" not in augment(seed_file, tmp_path / "b.jsonl", AugmentOptions(n=5, seed=3, per_request=5),
+                                           Scripted())

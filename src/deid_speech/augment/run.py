@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deid_speech.augment.llm import Request
-from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATEGIES, build_prompt
+from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATEGIES, build_prompt, tag_list
 from deid_speech.augment.repair import REPAIRS, repair_line
 from deid_speech.augment.replace import fill_tags
 from deid_speech.augment.seed import load_split
@@ -45,6 +45,8 @@ class AugmentOptions:
         "help": "completions per prompt, each with its own seed; llama.cpp stops one at its first repeated line"})
     repeat_penalty: float = field(default=1.1, metadata={"help": "llama.cpp/Ollama repeat penalty"})
     presence_penalty: float = field(default=0.0, metadata={"help": "llama.cpp/Ollama presence penalty"})
+    keep_rejected: int = field(default=0, metadata={
+        "help": "report up to this many rejected raw lines with their reason (to see why lines fail)"})
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -79,6 +81,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     reasons: Counter = Counter()
     repairs: Counter = Counter()  # lines each repair changed
     repaired_accepted = 0
+    rejected_lines: list[dict] = []  # the first opts.keep_rejected rejected raw lines
     labels: Counter = Counter(e["label"] for r in existing for e in r["entities"])
     lines_seen = 0
     new = 0
@@ -98,6 +101,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
             raw = backend.generate(req)
             for k, line in enumerate(x for x in raw.splitlines() if x.strip()):
                 lines_seen += 1
+                raw_line = line
                 fixed = []
                 if opts.repair:
                     line, fixed = repair_line(line, tags)
@@ -105,6 +109,8 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
                 parsed, why = check_line(line, tags, seen)
                 if why:
                     reasons[why] += 1
+                    if len(rejected_lines) < opts.keep_rejected:
+                        rejected_lines.append({"reason": why, "tags": tag_list(tags), "line": raw_line})
                     continue
                 if accepted >= opts.n:
                     break
@@ -130,4 +136,5 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
             "repairs": {r: repairs[r] for r in REPAIRS}, "repaired_accepted": repaired_accepted,
             "labels": dict(sorted(labels.items())),
             "wall_s": round(wall, 1), "s_per_100_accepted": round(100 * wall / new, 1) if new else None,
-            "complete": accepted >= opts.n}
+            "complete": accepted >= opts.n,
+            **({"rejected_lines": rejected_lines} if opts.keep_rejected else {})}
