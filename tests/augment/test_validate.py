@@ -97,3 +97,12 @@ def test_a_copied_seed_sentence_is_still_a_duplicate():
     assert check_line(seed, Counter({"PHONE": 1}), seen) == (None, "duplicate")
     other_value = seed.replace("nine five one three", "eight eight two oh")
     assert check_line(other_value, Counter({"PHONE": 1}), seen) == (None, "duplicate")
+
+
+@pytest.mark.parametrize("line,tags", [
+    ("[none: A family group chat about a trip, the hotel is two hundred dollars a night]", Counter()),
+    ("call [PHONE] nine one two three [PHONE] or the [hotline] at eight pm", Counter({"PHONE": 1})),
+])
+def test_a_bracket_left_in_the_words_is_rejected(line, tags):
+    # Qwen2.5-Coder-1.5B wrapped a no-PII line in "[none: ...]", copied from the prompt
+    assert check_line(line, tags, set()) == (None, "bracket")

@@ -1,6 +1,6 @@
 """Strict validation of LLM output lines: a line is accepted only if it carries exactly the
 requested tags, balanced, with no numbering or bullets, no ``<placeholder>`` left from the
-prompt's schema, within length bounds, and is new. Safe repairs (numbering, tag spelling,
+prompt's schema, no bracket left in the words, within length bounds, and is new. Safe repairs (numbering, tag spelling,
 a misnamed closing tag) are applied before, by :mod:`deid_speech.augment.repair`.
 
 ``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
@@ -13,7 +13,7 @@ from collections import Counter
 
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "wrong_tags", "too_short", "too_long",
+REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "wrong_tags", "too_short", "too_long",
            "untagged_pii", "no_number", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
@@ -44,6 +44,8 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         text, ents = parse_tagged(line)
     except ValueError:
         return None, "unbalanced"
+    if "[" in text or "]" in text:
+        return None, "bracket"  # a bracket left in the words ("[none: ...]" copied from the no-PII prompt)
     if Counter(e.label for e in ents) != tags:
         return None, "wrong_tags"
     n = len(text.split())
