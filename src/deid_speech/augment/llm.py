@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deid_speech.augment.validate import normalise
 from deid_speech.errors import DeidError
 from deid_speech.types import parse_tagged
 
@@ -34,8 +35,7 @@ class Request:
 def loop_key(line: str) -> str:
     """A line with its tagged values blanked, lower case letters only: two lines with the same
     key are the model going round in a loop."""
-    line = re.sub(r"\[([A-Z_]+)\].*?\[\1\]", r" \1 ", line)
-    return " ".join(re.sub(r"[^a-z ]", " ", line.lower()).split())
+    return normalise(re.sub(r"\[([A-Z_]+)\].*?\[\1\]", r" \1 ", line))
 
 
 def cut_at_repeat(chunks, limit: int) -> tuple[list[str], bool]:

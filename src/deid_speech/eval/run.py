@@ -20,7 +20,7 @@ from pathlib import Path
 from deid_speech.errors import DeidError
 from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
-from deid_speech.eval.text import SPrivCounts, TextSpanScore, residual_risk, risk_summary, spriv, wer, word_errors
+from deid_speech.eval.text import SPrivCounts, TextSpanScore, error_rate, residual_risk, risk_summary, spriv, word_errors
 from deid_speech.redact import RedactOptions, redaction_regions
 from deid_speech.types import EntitySpan, Span, Transcript, Word
 
@@ -98,8 +98,8 @@ class SystemScore:
     leak: LeakCounts = field(default_factory=LeakCounts)
     text: TextSpanScore = field(default_factory=TextSpanScore)
     spriv: SPrivCounts = field(default_factory=SPrivCounts)
-    refs: list[str] = field(default_factory=list)
-    hyps: list[str] = field(default_factory=list)
+    word_errors: int = 0  # summed over files (corpus WER = word_errors / ref_words)
+    ref_words: int = 0
     risks: list[int] = field(default_factory=list)
     per_file: list[dict] = field(default_factory=list)
 
@@ -115,11 +115,11 @@ class SystemScore:
         found = [c for c in (_chars_at(tr, s, s.label) for s in pred.spans) if c]
         self.text.add(truth, found)
         self.spriv += spriv(tr.text, truth, pred.redacted_transcript)
-        self.refs.append(item.text)
-        self.hyps.append(tr.text)
         risk = residual_risk(file_leak.fractions)
         self.risks.append(risk)
         errors, n_ref = word_errors(item.text, tr.text)
+        self.word_errors += errors
+        self.ref_words += n_ref
         self.per_file.append({"id": item.id, "n_true": len(item.entities), "n_pred": len(pred.spans),
                               "leaked_s": round(file_leak.leaked_s, 3), "residual_risk": risk,
                               "ref_words": n_ref, "word_errors": errors})
@@ -127,7 +127,7 @@ class SystemScore:
     def as_dict(self) -> dict:
         return {"timestamp_overlap": self.agnostic.as_dict(), "timestamp_overlap_label_exact": self.exact.as_dict(),
                 "audio_leak": self.leak.as_dict(), "text_spans": self.text.as_dict(),
-                "spriv": self.spriv.as_dict(), "wer": round(wer(self.refs, self.hyps), 4),
+                "spriv": self.spriv.as_dict(), "wer": round(error_rate(self.word_errors, self.ref_words), 4),
                 "residual_risk": risk_summary(self.risks).as_dict()}
 
 

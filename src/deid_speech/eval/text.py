@@ -213,7 +213,11 @@ def wer(refs: Sequence[str], hyps: Sequence[str]) -> float:
     """Corpus WER = (substitutions + deletions + insertions) / reference words, summed over
     pairs, after :func:`normalize_for_wer` (:func:`word_errors`). With no reference words at
     all, WER is 0.0 when the hypotheses are empty too, else 1.0."""
-    errors, n_ref = word_errors(refs, hyps)
+    return error_rate(*word_errors(refs, hyps))
+
+
+def error_rate(errors: int, n_ref: int) -> float:
+    """WER from summed :func:`word_errors` counts (no reference words: 0.0 with no errors, else 1.0)."""
     if not n_ref:
         return 0.0 if not errors else 1.0
     return errors / n_ref
