@@ -146,6 +146,56 @@ def test_cached_transcriber_decodes_each_audio_once_across_runs(tmp_path, monkey
     assert again.transcribe(a2).text == "n16000 b5" and again.misses == 1
 
 
+def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_path, monkeypatch):
+    """max_temperature and best_of shape the fallback; at their defaults they are left out of the
+    cache key (transcripts decoded before the fields existed are still found), otherwise they
+    are in it."""
+    import deid_speech.asr.whisper as whisper
+
+    assert AsrOptions().temperatures(True) == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    assert AsrOptions(max_temperature=0.4).temperatures(True) == (0.0, 0.2, 0.4)
+    assert AsrOptions(max_temperature=0.4).temperatures(False) == (0.0,)
+    for bad in ({"max_temperature": 1.5}, {"max_temperature": -0.1}, {"best_of": 0}):
+        with pytest.raises(ValueError):
+            AsrOptions(**bad)
+    monkeypatch.setattr(whisper, "Transcriber", _CountingTranscriber)
+    cache = tmp_path / "asr.jsonl"
+    keys = {whisper.CachedTranscriber(o, cache).model_key
+            for o in (AsrOptions(), AsrOptions(max_temperature=1.0, best_of=5))}
+    assert len(keys) == 1
+    import hashlib
+    from dataclasses import asdict
+
+    from deid_speech.asr.models import _identity
+
+    old = {k: v for k, v in asdict(AsrOptions()).items() if k not in ("max_temperature", "best_of")}
+    ident = json.dumps([_identity(str(whisper.resolve_model("tiny.en").path)), old], sort_keys=True)
+    assert keys == {hashlib.sha1(ident.encode()).hexdigest()[:16]}  # the key caches were written under
+    capped = {whisper.CachedTranscriber(o, cache).model_key
+              for o in (AsrOptions(max_temperature=0.4), AsrOptions(best_of=2))}
+    assert len(capped) == 2 and not capped & keys
+
+
+def test_the_decoder_gets_the_fallback_it_is_given(monkeypatch):
+    import deid_speech.asr.whisper as whisper
+
+    seen = []
+
+    class Model:
+        model = None
+
+        def transcribe(self, audio, **kw):
+            seen.append((kw["temperature"], kw["best_of"], kw["beam_size"]))
+            return iter(()), None
+
+    t = whisper.Transcriber.__new__(whisper.Transcriber)
+    t.options, t._model = AsrOptions(max_temperature=0.4, best_of=2), Model()
+    t.resolved = whisper.ResolvedModel("ct2", Path("."), "x")
+    t._decode_unlocked(np.zeros(16000, np.float32), None, fallback=True)
+    t._decode_unlocked(np.zeros(16000, np.float32), None, fallback=False)
+    assert seen == [((0.0, 0.2, 0.4), 2, 5), ((0.0,), 2, 5)]
+
+
 def test_cached_transcriber_skips_a_line_cut_short(tmp_path, monkeypatch):
     import deid_speech.asr.whisper as whisper
 

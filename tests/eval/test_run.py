@@ -184,6 +184,38 @@ def test_asr_cache_decodes_a_manifest_once_across_evaluations(manifest: Path, tm
     assert results[0]["systems"] == results[1]["systems"]
 
 
+@pytest.mark.model
+def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """`eval --asr-option KEY=VALUE` decodes with those AsrOptions fields and records them;
+    a bad pair is a one-line error before anything is decoded."""
+    import deid_speech.asr.whisper as whisper
+
+    given = []
+
+    class OptionsAsr(FakeAsr):
+        def __init__(self, options):
+            given.append(options)
+
+    monkeypatch.setattr(whisper, "Transcriber", OptionsAsr)
+    out = tmp_path / "o"
+    assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--ner-model", "none",
+                 "--asr-option", "max_temperature=0.4", "--asr-option", "fallback=false",
+                 "--asr-option", "retry_logprob=-1.5", "--out-dir", str(out), "--progress", "off"]) == 0
+    assert [(o.max_temperature, o.fallback, o.retry_logprob, o.best_of) for o in given] == [(0.4, False, -1.5, 5)]
+    assert json.loads((out / "results.json").read_text())["asr_options"] == {
+        "max_temperature": 0.4, "fallback": False, "retry_logprob": -1.5}
+    capsys.readouterr()
+    for bad, why in (("best_of=two", "best_of takes a value of type int"), ("temperature=0.2", "expected KEY=VALUE"),
+                     ("model=base", "expected KEY=VALUE"), ("best_of=0", "must be >= 1"),
+                     ("fallback=maybe", "fallback takes a value of type bool")):
+        given.clear()
+        assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--asr-option", bad,
+                     "--out-dir", str(tmp_path / "bad"), "--progress", "off"]) == 1
+        err = capsys.readouterr().err
+        assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not given and not (tmp_path / "bad").exists()
+
+
 def test_device_option_is_checked(manifest: Path, tmp_path: Path, capsys) -> None:
     import torch
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -44,6 +45,8 @@ class AsrOptions:
     # on the held-out test calls it leaked more than one window at a time with the prompt)
     beam_size: int = 5
     fallback: bool = True  # Whisper's temperature fallback on an unsure window (without: dev leak 23.7 % not 20.0 %)
+    max_temperature: float = 1.0  # the fallback samples at 0.2, 0.4, ... up to this temperature
+    best_of: int = 5  # the fallback's samples per temperature
     batch_size: int = 8  # batched: windows decoded together
     timestamps: bool = True  # batched: write timestamp tokens too (dev calls, greedy: leak 47 % without, 39 % with)
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
@@ -62,8 +65,15 @@ class AsrOptions:
             raise ValueError("window_s must be >= 5 s and overlap_s <= window_s / 4")
         if self.window_s + 2 * self.overlap_s > 30.0 + 1e-9:
             raise ValueError("window_s + 2 * overlap_s must fit in one 30 s Whisper window")
-        if self.beam_size < 1 or self.batch_size < 1 or self.threads < 0:
-            raise ValueError("beam_size and batch_size must be >= 1, threads >= 0")
+        if self.beam_size < 1 or self.batch_size < 1 or self.best_of < 1 or self.threads < 0:
+            raise ValueError("beam_size, batch_size and best_of must be >= 1, threads >= 0")
+        if not 0.0 <= self.max_temperature <= 1.0:
+            raise ValueError("max_temperature must be between 0 and 1")
+
+    def temperatures(self, fallback: bool) -> tuple[float, ...]:
+        """Temperature 0, then (``fallback``) the fallback's up to ``max_temperature``."""
+        steps = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if fallback else (0.0,)
+        return tuple(t for t in steps if t <= self.max_temperature + 1e-9)
 
     @classmethod
     def fast(cls, **kw) -> AsrOptions:
@@ -271,7 +281,7 @@ class Transcriber:
                          ) -> tuple[list[RawWord], list[tuple[float, float]]]:
         o = self.options
         beam = max(o.beam_size, 5) if o.batched else o.beam_size
-        temperature = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if fallback else 0.0
+        temperature = o.temperatures(fallback)
         if self.resolved.kind == "ct2":
             # the temperature fallback samples: seed it from the audio, so the same input gives
             # the same transcript (and the same redaction) on every run
@@ -281,7 +291,7 @@ class Transcriber:
             segments, _ = self._model.transcribe(
                 audio, language=o.language if self._multilingual() else None, beam_size=beam,
                 word_timestamps=True, condition_on_previous_text=False, vad_filter=False,
-                initial_prompt=prompt or None, temperature=temperature)
+                initial_prompt=prompt or None, temperature=temperature, best_of=o.best_of)
             words: list[RawWord] = []
             segs: list[tuple[float, float]] = []
             for s in segments:
@@ -293,7 +303,8 @@ class Transcriber:
         torch.manual_seed(audio_seed(audio))
         result = self._model.transcribe(audio, language=o.language, beam_size=beam,
                                         word_timestamps=True, condition_on_previous_text=False,
-                                        fp16=False, initial_prompt=prompt or None, temperature=temperature)
+                                        fp16=False, initial_prompt=prompt or None, temperature=temperature,
+                                        best_of=o.best_of)
         words = [(w["word"], w["start"], w["end"], w.get("probability", 1.0))
                  for s in result["segments"] for w in s.get("words", [])]
         return words, [(s["start"], s["end"]) for s in result["segments"]]
@@ -451,6 +462,11 @@ class Transcriber:
                 segs.append(Span(max(a, own_lo), min(b, own_hi), source="asr"))
 
 
+# AsrOptions fields added after caches were written, with their defaults: left out of the
+# cache key at those values, so a cache written before them stays valid
+_ADDED_LATER = {"max_temperature": 1.0, "best_of": 5}
+
+
 class CachedTranscriber:
     """A :class:`Transcriber` whose transcripts are kept in a JSONL file, keyed by the
     audio's samples, the model's files and the decoding options, so the same audio is
@@ -463,10 +479,12 @@ class CachedTranscriber:
 
         self.options, self.path = options, Path(path)
         self.resolved: ResolvedModel = resolve_model(options.model)
-        ident = json.dumps([_identity(str(self.resolved.path)), asdict(options)], sort_keys=True)
+        key = {k: v for k, v in asdict(options).items() if _ADDED_LATER.get(k, object()) != v}
+        ident = json.dumps([_identity(str(self.resolved.path)), key], sort_keys=True)
         self.model_key = hashlib.sha1(ident.encode()).hexdigest()[:16]
         self.items: dict[str, dict] = {}
         self.hits = self.misses = 0
+        self.decoding_s = 0.0  # wall time spent decoding what the cache did not hold
         self._transcriber: Transcriber | None = None
         from deid_speech.manifest import read_resumable  # drops (and truncates away) a line cut short
 
@@ -496,7 +514,9 @@ class CachedTranscriber:
         self.misses += 1
         if self._transcriber is None:
             self._transcriber = Transcriber(self.options)
+        start = time.perf_counter()
         tr = self._transcriber.transcribe(audio, progress=progress)
+        self.decoding_s += time.perf_counter() - start
         d, key = tr.to_dict(), self._key(audio)
         self.items[f"{self.model_key}:{key}"] = d
         self.path.parent.mkdir(parents=True, exist_ok=True)

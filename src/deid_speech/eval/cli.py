@@ -29,6 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="folder of X.redacted.json files to score instead of running a system")
     p.add_argument("--asr-model", default="tiny.en")
     p.add_argument("--fast-asr", action="store_true", help="Whisper's batched greedy decoding (as `redact --fast-asr`)")
+    p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a decoding option of deid_speech.asr.whisper.AsrOptions (beam_size, fallback, "
+                        "max_temperature, best_of, ...), to compare decodings; repeatable")
     p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE",
                    help="keep Whisper transcripts in FILE (JSONL, keyed by audio, model and options) "
                         "and reuse them: scoring several NER models on one manifest decodes it once")
@@ -52,6 +55,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     return p
+
+
+def asr_overrides(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` pairs as AsrOptions fields, each value read as its field's type."""
+    import dataclasses
+
+    from deid_speech.asr.whisper import AsrOptions
+
+    kinds = {f.name: f.type for f in dataclasses.fields(AsrOptions)
+             if f.type in ("bool", "int", "float", "float | None", "str") and f.name != "model"}  # --asr-model
+    out: dict = {}
+    for pair in pairs:
+        key, eq, text = pair.partition("=")
+        if not eq or key not in kinds:
+            raise DeidError(f"--asr-option {pair!r}: expected KEY=VALUE, KEY one of {', '.join(sorted(kinds))}")
+        kind, low = kinds[key], text.strip().lower()
+        try:
+            if kind == "bool":
+                if low not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError
+                out[key] = low in ("true", "1", "yes")
+            elif kind == "float | None" and low == "none":
+                out[key] = None
+            else:
+                out[key] = {"int": int, "str": str}.get(kind, float)(text)
+        except ValueError:
+            raise DeidError(f"--asr-option {pair!r}: {key} takes a value of type {kind}") from None
+    try:
+        AsrOptions(**out)
+    except ValueError as e:
+        raise DeidError(f"--asr-option: {e}") from None
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
             torch_device(args.device)  # no GPU: a one-line error, not a torch traceback
         e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device))
+    extra = asr_overrides(args.asr_option)  # a bad pair fails before anything is loaded
     items = load_manifest(args.manifest, args.aligner, args.limit)
     if not items:
         raise DeidError(f"{args.manifest}: no records")
@@ -94,10 +130,12 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
-        if not all(s in table.E2E for s in systems) and (args.asr_cache is not None or args.fast_asr):
+        if not all(s in table.E2E for s in systems) and (args.asr_cache is not None or args.fast_asr
+                                                          or args.asr_option):
             from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
 
-            opts = AsrOptions.fast(model=args.asr_model) if args.fast_asr else AsrOptions(model=args.asr_model)
+            opts = (AsrOptions.fast(model=args.asr_model, **extra) if args.fast_asr
+                    else AsrOptions(model=args.asr_model, **extra))
             asr = CachedTranscriber(opts, args.asr_cache) if args.asr_cache is not None else Transcriber(opts)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e)
@@ -107,8 +145,11 @@ def run(args: argparse.Namespace) -> int:
     results["manifest"] = str(args.manifest)
     results["asr_model"] = "(saved outputs)" if args.predictions else args.asr_model
     results["ner_model"] = args.ner_model
-    if asr is not None:
-        results["asr_cache"] = {"path": str(args.asr_cache), "hits": asr.hits, "decoded": asr.misses}
+    if args.asr_option:
+        results["asr_options"] = extra
+    if args.asr_cache is not None and asr is not None:
+        results["asr_cache"] = {"path": str(args.asr_cache), "hits": asr.hits, "decoded": asr.misses,
+                                "decoding_s": round(asr.decoding_s, 2)}
     if e2e is not None:
         results["e2e_model"] = str(e2e.options.model)
         results["e2e_device"] = args.device
