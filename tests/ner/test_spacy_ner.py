@@ -90,10 +90,18 @@ def test_bare_digit_strings_are_not_dates(det, text):
     ("one three nine two, name on card Wendling per error", "Wendling per"),
     ("ok my name Nurhidayah, so the email", "Nurhidayah"),
     ("your name please? Cheryl Ong.", "Cheryl"),
+    ("may I have your full name please? Rajendran Pillai.", "Rajendran"),
+    ("and the first name, please? Wei Ling.", "Wei Ling"),
     ("Parkview management office Selvaram, speaking, hi", "Selvaram"),
 ])
 def test_a_name_slot_after_an_introduction_is_redacted_whatever_the_spelling(det, text, name):
     assert any(lab == "PERSON" and name in t for lab, t in found(det, text))
+
+
+@pytest.mark.parametrize("text", ["Sure, may I have your full name please? My name is",
+                                  "first name please, and then the surname", "your full name please?"])
+def test_please_after_a_name_question_is_no_name(det, text):
+    assert not any(lab == "PERSON" and "please" in t.lower() for lab, t in found(det, text))
 
 
 def test_a_doubted_word_in_a_name_slot_is_kept_and_a_plain_non_name_ends_it():

@@ -65,7 +65,7 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
-    "has have had already got it he she they we you him her them me us".split())
+    "has have had already got it he she they we you him her them me us please".split())
 # capitalised words that are not names in call-centre speech (for the proper-noun rule)
 NOT_NAME_WORDS = frozenset(
     "bank insurance travel passport card account street road avenue drive mall clinic hospital centre "
@@ -165,15 +165,18 @@ def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | No
 
 
 # introductions after which the next words are a name whatever the recogniser made of them
-NAME_SLOT_CUES = re.compile(r"\b(?:my name is|my name's|name is|sur ?name is|(?:first|last|full|given) name is|"
+NAME_SLOT_CUES = re.compile(r"\b(?:"
+                            # the answer to "your (full) name please?" is a name: first, so "full
+                            # name please?" is this cue and "please" no name
+                            r"(?:your |the |his |her |patient'?s? )?(?:(?:first|last|full|given|sur) ?)?"
+                            r"name,? please[?,.]?|"
+                            r"my name is|my name's|name is|sur ?name is|(?:first|last|full|given) name is|"
                             r"(?:my |your |the )name,|called (?:him|her)|call me|spell(?:ed|t)?(?: it)?(?: as)?|"
                             # the same without "is", as Singlish drops it: "my name Nurhidayah",
                             # "first name Suresh", "name on card Gwendolyn", "everybody call him Kelvin"
                             r"(?:my|his|her) name,?|(?:first|last|full|given|sur ?) ?name,?|"
                             r"name on (?:the |my |his |her )?(?:card|ic|nric|account|passport|policy),?|"
-                            r"call(?:s|ed)? (?:him|her)|"
-                            # the answer to "your name please?" is a name
-                            r"(?:your |the |his |her |patient'?s? )?name,? please[?,.]?)\s+",
+                            r"call(?:s|ed)? (?:him|her))\s+",
                             re.IGNORECASE)
 SPELLED_MIN = 3  # this many spelled letters in a row ("O N G") are a name or an address spelled out,
 # unless a number is next to them (a car plate: "S L A eight five two K", found by the patterns)
