@@ -244,6 +244,29 @@ def test_verify_is_refused_for_the_e2e_systems():
         RedactConfig(system="e2e", verify=True)
 
 
+def test_the_verifier_can_be_a_whisper_model_and_needs_verify(monkeypatch):
+    import deid_speech.asr.whisper as whisper
+
+    built = []
+
+    class FakeWhisper:
+        def __init__(self, options):
+            built.append(options.model)
+            self.name = options.model
+
+        def transcribe(self, audio, progress=None):
+            return make_transcript("nothing here")
+
+    monkeypatch.setattr(whisper, "Transcriber", FakeWhisper)
+    r = Redactor(RedactConfig(verify=True, verifier="tiny.en-sg"), asr=FakeAsr(), detectors=[PatternDetector()])
+    assert built == ["tiny.en-sg"] and r.verifier.name == "tiny.en-sg"
+    assert r.verify(np.zeros(16000, np.float32), []) == []
+    with pytest.raises(DeidError, match="give --verify too"):
+        RedactConfig(verifier="tiny.en-sg")
+    with pytest.raises(DeidError, match="needs a model"):
+        RedactConfig(verify=True, verifier=" ")
+
+
 def test_without_verify_the_json_says_so(call):
     _, json_out, _ = redact_file(redactor(), call, None, {call.resolve()})
     assert json.loads(json_out.read_text())["verified"] is None

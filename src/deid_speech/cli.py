@@ -99,8 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write X.pii.json (mode 0600): the clear transcript, span texts and words. "
                         "Never written by default; X.redacted.json never holds clear text")
     r.add_argument("--verify", action="store_true",
-                   help="a second opinion: the e2e model transcribes what the cascade leaves audible, the "
-                        "cascade's detectors read that transcript, and what they find is redacted too")
+                   help="a second opinion: a second decoder (--verifier) transcribes what the cascade leaves "
+                        "audible, the cascade's detectors read that transcript, and what they find is redacted too")
+    r.add_argument("--verifier", default="e2e", metavar="MODEL",
+                   help="the decoder of --verify: e2e (the end-to-end model, default) or a Whisper model "
+                        "(tiny.en-sg, base.en, a folder)")
     r.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
                    help="redact N files at once in N processes, each loading the models once (about 0.6 GB "
                         "each for the cascade); auto: one per CPU core. Output order and exit status as with 1")
@@ -264,7 +267,7 @@ def redact_config(args: argparse.Namespace):
     return RedactConfig(system=args.system, asr_model=args.asr_model, fast_asr=args.fast_asr, labels=args.labels,
                         redact=redact_options(args),
                         spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
-                        verify=args.verify, uncovered=args.uncovered)
+                        verify=args.verify, verifier=args.verifier, uncovered=args.uncovered)
 
 
 def redact_options(args: argparse.Namespace):

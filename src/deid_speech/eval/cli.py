@@ -32,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a decoding option of deid_speech.asr.whisper.AsrOptions (beam_size, fallback, "
                         "max_temperature, best_of, ...), to compare decodings; repeatable")
+    p.add_argument("--verifier", default="e2e", metavar="MODEL",
+                   help="cascade+verify's second decoder: e2e (default) or a Whisper model (tiny.en-sg, a folder); "
+                        "its transcripts go to --asr-cache too")
     p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE",
                    help="keep Whisper transcripts in FILE (JSONL, keyed by audio, model and options) "
                         "and reuse them: scoring several NER models on one manifest decodes it once")
@@ -106,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
 
     pads = (args.padding, args.padding) if args.padding is not None else (args.pad_before, args.pad_after)
     options = RedactOptions(Operator(pad_before=pads[0], pad_after=pads[1]), merge_gap=args.merge_gap)
-    uses_e2e = any(table.TABLE[s].recognizer == "e2e" or table.TABLE[s].verify for s in systems)
+    verifying = any(table.TABLE[s].verify for s in systems)
+    if args.verifier != "e2e" and not verifying:
+        raise DeidError("--verifier is cascade+verify's second decoder: use it with --system cascade+verify")
+    uses_e2e = any(table.TABLE[s].recognizer == "e2e" for s in systems) or (verifying and args.verifier == "e2e")
     if args.model is not None and not uses_e2e:
         raise DeidError("--model is the end-to-end model: use it with --system e2e")
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
@@ -137,8 +143,15 @@ def run(args: argparse.Namespace) -> int:
             opts = (AsrOptions.fast(model=args.asr_model, **extra) if args.fast_asr
                     else AsrOptions(model=args.asr_model, **extra))
             asr = CachedTranscriber(opts, args.asr_cache) if args.asr_cache is not None else Transcriber(opts)
+        second = None
+        if verifying and args.verifier != "e2e":
+            from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+
+            second = (CachedTranscriber(AsrOptions(model=args.verifier), args.asr_cache) if args.asr_cache is not None
+                      else Transcriber(AsrOptions(model=args.verifier)))
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
-                                   ner_model=args.ner_model, e2e_model=args.model, e2e=e2e)
+                                   ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
+                                   verifier=args.verifier, verifier_asr=second)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
         results = evaluate(items, preds, progress=lambda k: bar.update(1))
@@ -150,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
     if args.asr_cache is not None and asr is not None:
         results["asr_cache"] = {"path": str(args.asr_cache), "hits": asr.hits, "decoded": asr.misses,
                                 "decoding_s": round(asr.decoding_s, 2)}
+    if verifying:
+        results["verifier"] = args.verifier
     if e2e is not None:
         results["e2e_model"] = str(e2e.options.model)
         results["e2e_device"] = args.device

@@ -133,12 +133,14 @@ class SystemScore:
 
 def system_predictions(names: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
                        options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
-                       e2e=None) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+                       e2e=None, verifier: str = "e2e", verifier_asr=None,
+                       ) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
     (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
     ``e2e+patterns`` are their own ASR: one end-to-end model (``e2e_model``, default the
     shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
-    ``e2e+patterns`` also runs the pattern detectors over."""
+    ``e2e+patterns`` also runs the pattern detectors over. ``cascade+verify``'s second decoder
+    is the e2e model, or the Whisper model ``verifier`` (``verifier_asr``: a ready one)."""
     from deid_speech import systems
     from deid_speech.audio import load
     from deid_speech.pipeline import RedactConfig, Redactor
@@ -150,8 +152,11 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
         spec = systems.get(s)
         if spec.verify:
             verifying = Redactor(RedactConfig(asr_model=asr_model, ner_model=ner_model, e2e_model=e2e_model,
-                                              redact=options, verify=True), asr=asr, verifier=e2e)
-            asr, e2e = verifying.asr, verifying.verifier
+                                              redact=options, verify=True, verifier=verifier), asr=asr,
+                                 verifier=e2e if verifier == "e2e" else verifier_asr)
+            asr = verifying.asr
+            if verifier == "e2e":
+                e2e = verifying.verifier
             continue
         if spec.recognizer == "e2e":
             redactors[s] = Redactor(RedactConfig(system=s, e2e_model=e2e_model, redact=options), asr=e2e)
