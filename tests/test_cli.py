@@ -166,8 +166,10 @@ def test_a_killed_run_leaves_no_temporary_or_half_output(tmp_path, sig, code):
     import time
 
     out = tmp_path / "out"
+    # a test run started in the background inherits an ignored SIGINT: give the child the default
     p = subprocess.Popen([sys.executable, "-m", "deid_speech", "redact", str(EXAMPLE), "--out-dir", str(out),
-                          "--progress", "off"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          "--progress", "off"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4.0)  # models loaded, decoding under way
     p.send_signal(getattr(signal, sig))
     _, err = p.communicate(timeout=120)

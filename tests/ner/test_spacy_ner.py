@@ -104,6 +104,13 @@ def test_please_after_a_name_question_is_no_name(det, text):
     assert not any(lab == "PERSON" and "please" in t.lower() for lab, t in found(det, text))
 
 
+def test_an_introduction_answering_a_name_question_is_not_taken_for_the_name(det):
+    persons = [t for lab, t in found(det, "may I have your full name please? My name is Tan Boon Huat.")
+               if lab == "PERSON"]
+    assert persons and not any("name" in t.lower() or t.lower().startswith("my") for t in persons), persons
+    assert any("Tan Boon" in t for t in persons)
+
+
 def test_a_doubted_word_in_a_name_slot_is_kept_and_a_plain_non_name_ends_it():
     from deid_speech.ner.spacy_ner import name_slot
     from deid_speech.types import Transcript

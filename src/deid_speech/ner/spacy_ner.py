@@ -191,8 +191,8 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
     recogniser doubted it; a short first word before a name-like one is the name's garbled
     start: "to june way"), or a run of up to ``max_letters`` spelled letters ("T -H -E")."""
     ws = [w for w in transcript.words if w.char_start >= pos]
-    if not ws:
-        return []
+    if not ws or NAME_SLOT_CUES.match(transcript.text, ws[0].char_start):
+        return []  # nothing, or another introduction ("your name please? My name is ..."): its own slot
     spelled = [w for w in ws[:max_letters] if _is_letter(w)]
     if len(spelled) >= 3 and spelled == ws[:len(spelled)]:
         return spelled
