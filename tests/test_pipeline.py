@@ -34,7 +34,7 @@ class BrokenDetector:
 
 
 def redactor(**kw):
-    return Redactor(RedactConfig(**kw), asr=FakeAsr(), detectors=[PatternDetector()])
+    return Redactor(RedactConfig(**{"verify": False, **kw}), asr=FakeAsr(), detectors=[PatternDetector()])
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_a_failing_detector_fails_closed_and_removes_stale_outputs(call, capsys)
     # an earlier successful run left outputs; now a stage fails: both must disappear
     for p in output_paths(call, None):
         p.write_text("stale")
-    broken = Redactor(RedactConfig(), asr=FakeAsr(), detectors=[BrokenDetector()])
+    broken = Redactor(RedactConfig(verify=False), asr=FakeAsr(), detectors=[BrokenDetector()])
     assert redact_many(broken, [call], None) == 1  # without --overwrite: refused, the earlier outputs kept
     assert all(p.read_text() == "stale" for p in output_paths(call, None))
     assert "--overwrite" in capsys.readouterr().err
@@ -261,8 +261,16 @@ def test_the_verifier_can_be_a_whisper_model_and_needs_verify(monkeypatch):
     r = Redactor(RedactConfig(verify=True, verifier="tiny.en-sg"), asr=FakeAsr(), detectors=[PatternDetector()])
     assert built == ["tiny.en-sg"] and r.verifier.name == "tiny.en-sg"
     assert r.verify(np.zeros(16000, np.float32), []) == []
-    with pytest.raises(DeidError, match="give --verify too"):
-        RedactConfig(verifier="tiny.en-sg")
+    with pytest.raises(DeidError, match="which is off here"):
+        RedactConfig(verifier="e2e", verify=False)
+
+
+def test_the_cascade_verifies_by_default_unless_its_recogniser_is_the_verifier():
+    assert RedactConfig().verify is True and RedactConfig().verifier == "tiny.en-sg"
+    assert RedactConfig(verify=False).verify is False
+    assert RedactConfig(asr_model="tiny.en-sg").verify is False  # the same decoder twice says nothing new
+    assert RedactConfig(asr_model="tiny.en-sg", verifier="e2e").verify is True
+    assert RedactConfig(system="e2e").verify is False and RedactConfig(system="e2e+patterns").verify is False
     with pytest.raises(DeidError, match="needs a model"):
         RedactConfig(verify=True, verifier=" ")
 
@@ -318,7 +326,7 @@ def test_a_cleanup_that_fails_is_reported_not_raised(tmp_path, monkeypatch, caps
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(P.os, "remove", boom)
-    r = Redactor(RedactConfig(), asr=FakeAsr(), detectors=[BrokenDetector()])
+    r = Redactor(RedactConfig(verify=False), asr=FakeAsr(), detectors=[BrokenDetector()])
     assert redact_many(r, [src, _tone_file(tmp_path / "b.wav")], None, existing="overwrite") == 1
     captured = capsys.readouterr()
     assert "could not remove the stale output" in captured.err and "2 file(s): 0 redacted, 2 failed" in captured.out
@@ -351,7 +359,7 @@ def _stereo(tmp_path, left, right, name="st.wav"):
 def test_channels_that_cancel_in_the_mix_are_each_checked(tmp_path):
     x = tone(5.0, 16000, hz=440.0)[:, 0]
     src = _stereo(tmp_path, x, -x)
-    r = Redactor(RedactConfig(), asr=ChannelAsr(), detectors=[PatternDetector()])
+    r = Redactor(RedactConfig(verify=False), asr=ChannelAsr(), detectors=[PatternDetector()])
     _, json_out, result = redact_file(r, src, None, {src.resolve()})
     assert [s.label for s in result.spans] == ["PHONE"]
     y, _ = sf.read(tmp_path / "st.redacted.wav")
@@ -362,7 +370,7 @@ def test_channels_that_cancel_in_the_mix_are_each_checked(tmp_path):
 def test_each_channel_is_transcribed_apart_and_what_either_says_is_redacted_in_both(tmp_path):
     agent, caller = tone(5.0, 16000, hz=600.0)[:, 0], tone(5.0, 16000, hz=120.0)[:, 0]
     src = _stereo(tmp_path, agent, caller)
-    r = Redactor(RedactConfig(), asr=ChannelAsr(), detectors=[PatternDetector()])
+    r = Redactor(RedactConfig(verify=False), asr=ChannelAsr(), detectors=[PatternDetector()])
     _, json_out, result = redact_file(r, src, None, {src.resolve()})
     d = json.loads(json_out.read_text())
     chans = d["channel_results"]
@@ -379,7 +387,7 @@ def test_the_unredacted_report_is_separate_opt_in_and_private(tmp_path):
 
     agent, caller = tone(5.0, 16000, hz=600.0)[:, 0], tone(5.0, 16000, hz=120.0)[:, 0]
     src = _stereo(tmp_path, agent, caller)
-    r = Redactor(RedactConfig(), asr=ChannelAsr(), detectors=[PatternDetector()])
+    r = Redactor(RedactConfig(verify=False), asr=ChannelAsr(), detectors=[PatternDetector()])
     redact_file(r, src, None, {src.resolve()})
     assert not (tmp_path / "st.pii.json").exists()  # never by default
     redact_file(r, src, None, {src.resolve()}, unredacted_report=True)
@@ -396,7 +404,7 @@ def test_a_stereo_file_with_equal_channels_is_decoded_once(tmp_path):
     x = tone(3.0, 16000, hz=440.0)[:, 0]
     asr = ChannelAsr()
     src = _stereo(tmp_path, x, x)
-    _, json_out, _ = redact_file(Redactor(RedactConfig(), asr=asr, detectors=[PatternDetector()]), src, None,
+    _, json_out, _ = redact_file(Redactor(RedactConfig(verify=False), asr=asr, detectors=[PatternDetector()]), src, None,
                                  {src.resolve()})
     assert asr.calls == 1 and json.loads(json_out.read_text())["channel_results"] == []
 
@@ -409,7 +417,7 @@ def test_speech_no_word_covers_is_beeped_or_fails_the_file_or_is_only_reported(t
     src = tmp_path / "a.wav"
     x = tone(6.0, 16000, hz=300.0)
     sf.write(src, x, 16000)
-    r = Redactor(RedactConfig(uncovered=action), asr=FakeAsr("hello there"), detectors=[PatternDetector()])
+    r = Redactor(RedactConfig(uncovered=action, verify=False), asr=FakeAsr("hello there"), detectors=[PatternDetector()])
     if action == "fail":
         with pytest.raises(DeidError, match="could not be checked for PII"):
             redact_file(r, src, None, {src.resolve()})
@@ -490,7 +498,7 @@ def test_every_report_validates_against_the_published_schemas(tmp_path):
     mono = _tone_file(tmp_path / "m.wav", 5.0)
     stereo = _stereo(tmp_path, tone(5.0, 16000, hz=600.0)[:, 0], tone(5.0, 16000, hz=120.0)[:, 0])
     for src, asr in ((mono, FakeAsr()), (stereo, ChannelAsr())):
-        r = Redactor(RedactConfig(), asr=asr, detectors=[PatternDetector()])
+        r = Redactor(RedactConfig(verify=False), asr=asr, detectors=[PatternDetector()])
         _, json_out, _ = redact_file(r, src, None, {src.resolve()}, unredacted_report=True)
         jsonschema.validate(json.loads(json_out.read_text()), built["redacted.schema.json"])
         pii = json_out.with_name(json_out.name.replace(".redacted.json", ".pii.json"))

@@ -80,7 +80,7 @@ def _summary(result) -> tuple:
 def test_one_redactor_serves_four_threads_with_sequential_results() -> None:
     from deid_speech.ner.patterns import PatternDetector
 
-    r = Redactor(RedactConfig(labels=("PHONE", "CREDIT_CARD")), asr=SlowAsr(), detectors=[PatternDetector()])
+    r = Redactor(RedactConfig(labels=("PHONE", "CREDIT_CARD"), verify=False), asr=SlowAsr(), detectors=[PatternDetector()])
     inputs = [_audio(k % 4) for k in range(12)]
     sequential = [_summary(r.redact(a)) for a in inputs]
     assert len({s[1] for s in sequential}) == 4 and any("[PHONE_1]" in s[1] for s in sequential)

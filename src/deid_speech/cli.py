@@ -15,6 +15,7 @@ from deid_speech.errors import DeidError
 from deid_speech.redact import AUDIO_OPS, KEY_ENV, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
 from deid_speech.systems import E2E as E2E_SYSTEMS
 from deid_speech.systems import REDACT as SYSTEMS
+from deid_speech.systems import VERIFIER
 from deid_speech.types import LABELS
 
 
@@ -98,12 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--unredacted-report", action="store_true",
                    help="also write X.pii.json (mode 0600): the clear transcript, span texts and words. "
                         "Never written by default; X.redacted.json never holds clear text")
-    r.add_argument("--verify", action="store_true",
-                   help="a second opinion: a second decoder (--verifier) transcribes what the cascade leaves "
-                        "audible, the cascade's detectors read that transcript, and what they find is redacted too")
-    r.add_argument("--verifier", default="e2e", metavar="MODEL",
-                   help="the decoder of --verify: e2e (the end-to-end model, default) or a Whisper model "
-                        "(tiny.en-sg, base.en, a folder)")
+    r.add_argument("--verify", action=argparse.BooleanOptionalAction, default=None,
+                   help="a second opinion (on by default for the cascade): a second decoder (--verifier) "
+                        "transcribes what the cascade leaves audible, the cascade's detectors read that "
+                        "transcript, and what they find is redacted too; --no-verify: one decoding only")
+    r.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
+                   help="the decoder of --verify: a Whisper model (default %(default)s, fine-tuned on Singapore-"
+                        "English call audio; a name or folder as --asr-model) or e2e (the end-to-end model)")
     r.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
                    help="redact N files at once in N processes, each loading the models once (about 0.6 GB "
                         "each for the cascade); auto: one per CPU core. Output order and exit status as with 1")

@@ -18,6 +18,7 @@ from deid_speech.redact import (
     redacted_words,
     repeat_mentions,
 )
+from deid_speech.systems import VERIFIER
 from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript
 
 SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
@@ -37,8 +38,10 @@ class RedactConfig:
     ner_model: str | None = "default"  # trained NER in the cascade: the shipped NER model, a folder, or None
     e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
     min_score: float = 0.5
-    verify: bool = False  # a second opinion: another decoder transcribes what is still audible (cascade only)
-    verifier: str = "e2e"  # that decoder: the e2e model, or a Whisper model (tiny.en-sg, a folder, ...)
+    # a second opinion: another decoder transcribes what is still audible (cascade only). None: on
+    # for the cascade unless its own recogniser is the verifier (docs/results.md §0i), off otherwise
+    verify: bool | None = None
+    verifier: str = VERIFIER  # that decoder: a Whisper model (tiny.en-sg, a folder, ...) or the e2e model
     uncovered: str = "beep"  # speech no word covers (not checked for PII): beep it, fail the file, or warn
 
     def __post_init__(self) -> None:
@@ -47,12 +50,14 @@ class RedactConfig:
         systems.get(self.system)  # a one-line DeidError for an unknown system
         if self.uncovered not in UNCOVERED_ACTIONS:
             raise DeidError(f"--uncovered must be one of {', '.join(UNCOVERED_ACTIONS)}")
+        if self.verify is None:
+            object.__setattr__(self, "verify", self.system == "cascade" and self.asr_model != self.verifier)
         if self.verify and self.system not in ("cascade", "cascade+verify"):
             raise DeidError("--verify checks the cascade's redaction with a second decoder: use it with --system cascade")
         if not self.verifier.strip():
             raise DeidError("--verifier needs a model: e2e, or a Whisper model name or folder")
-        if self.verifier != "e2e" and not (self.verify or systems.get(self.system).verify):
-            raise DeidError("--verifier chooses the decoder of --verify: give --verify too")
+        if self.verifier != VERIFIER and not (self.verify or systems.get(self.system).verify):
+            raise DeidError("--verifier chooses the decoder of --verify, which is off here")
         bad = [x for x in self.labels if x not in LABELS]
         if bad or not self.labels:
             raise DeidError(f"unknown label(s) {', '.join(bad) or '(none given)'}; "

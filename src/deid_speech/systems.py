@@ -9,8 +9,9 @@ and where it is offered. ``deid-speech redact --system``, ``deid-speech eval --s
 * ``e2e+patterns``: the e2e model's tags plus the spoken-form detectors over its
   transcript, a safety net for entities the model tags only in part (on the example call:
   36 % of entity audio left audible by the model alone, 4 % with the patterns).
-* eval-only baselines: ``cascade+verify`` (the cascade with the e2e model's second opinion
-  on what stays audible), ``presidio`` and ``spacy`` (text-PII peers over Whisper's text).
+* eval-only systems: ``cascade+verify`` (the cascade with a second decoder's opinion on what
+  stays audible: what ``redact`` does by default, :data:`VERIFIER`; in ``eval``, ``cascade``
+  is the cascade alone), ``presidio`` and ``spacy`` (text-PII peers over Whisper's text).
 """
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ from dataclasses import dataclass
 from deid_speech.errors import DeidError
 
 CASCADE = ("patterns", "cue-runs", "spacy", "ner")
+# the cascade's second decoder (--verify, on by default in `redact`): the fine-tune hears Singlish
+# PII the stock model misses, while the transcript, and its quality on real speech, stay the stock
+# model's (docs/results.md §0i)
+VERIFIER = "tiny.en-sg"
 SPOKEN_FORM = ("patterns", "cue-runs")
 
 
@@ -29,7 +34,7 @@ class System:
     detectors: tuple[str, ...]  # registered detector names, run in this order over the transcript
     redact: bool  # offered by `deid-speech redact` (False: an evaluation baseline only)
     min_score: float = 0.5  # detections below it are dropped (peers apply their own threshold: 0)
-    verify: bool = False  # the e2e model's second opinion on the audio left audible
+    verify: bool = False  # a second decoder's opinion on the audio left audible (eval)
     trains: str | None = None  # the model `deid-speech experiment` trains for it (`train ner|e2e`)
 
 

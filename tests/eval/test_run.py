@@ -88,7 +88,7 @@ def test_missing_outputs_and_bad_inputs_are_named(manifest: Path, tmp_path: Path
     assert main(["eval", "--manifest", str(tmp_path / "nope.jsonl"), "--out-dir", str(tmp_path / "o")]) == 1
     assert main(["eval", "--manifest", str(manifest), "--system", "magic", "--out-dir", str(tmp_path / "o")]) == 1
     assert "unknown system" in capsys.readouterr().err
-    assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--verifier", "tiny.en-sg",
+    assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--verifier", "e2e",
                  "--out-dir", str(tmp_path / "o")]) == 1
     assert "use it with --system cascade+verify" in capsys.readouterr().err and not (tmp_path / "o").exists()
     bad = tmp_path / "bad.jsonl"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from deid_speech.errors import DeidError
 from deid_speech.redact import MERGE_GAP, PAD_AFTER, PAD_BEFORE
+from deid_speech.systems import VERIFIER
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -32,9 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a decoding option of deid_speech.asr.whisper.AsrOptions (beam_size, fallback, "
                         "max_temperature, best_of, ...), to compare decodings; repeatable")
-    p.add_argument("--verifier", default="e2e", metavar="MODEL",
-                   help="cascade+verify's second decoder: e2e (default) or a Whisper model (tiny.en-sg, a folder); "
-                        "its transcripts go to --asr-cache too")
+    p.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
+                   help="cascade+verify's second decoder, as `redact --verifier`: a Whisper model (default "
+                        "%(default)s; its transcripts go to --asr-cache too) or e2e")
     p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE",
                    help="keep Whisper transcripts in FILE (JSONL, keyed by audio, model and options) "
                         "and reuse them: scoring several NER models on one manifest decodes it once")
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     pads = (args.padding, args.padding) if args.padding is not None else (args.pad_before, args.pad_after)
     options = RedactOptions(Operator(pad_before=pads[0], pad_after=pads[1]), merge_gap=args.merge_gap)
     verifying = any(table.TABLE[s].verify for s in systems)
-    if args.verifier != "e2e" and not verifying:
+    if args.verifier != VERIFIER and not verifying:
         raise DeidError("--verifier is cascade+verify's second decoder: use it with --system cascade+verify")
     uses_e2e = any(table.TABLE[s].recognizer == "e2e" for s in systems) or (verifying and args.verifier == "e2e")
     if args.model is not None and not uses_e2e:

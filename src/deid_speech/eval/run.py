@@ -22,6 +22,7 @@ from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import SPrivCounts, TextSpanScore, error_rate, residual_risk, risk_summary, spriv, word_errors
 from deid_speech.redact import RedactOptions, redaction_regions
+from deid_speech.systems import VERIFIER
 from deid_speech.types import EntitySpan, Span, Transcript, Word
 
 
@@ -133,7 +134,7 @@ class SystemScore:
 
 def system_predictions(names: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
                        options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
-                       e2e=None, verifier: str = "e2e", verifier_asr=None,
+                       e2e=None, verifier: str = VERIFIER, verifier_asr=None,
                        ) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
     (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
@@ -163,7 +164,7 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
             e2e = redactors[s].asr
             continue
         cfg = RedactConfig(system=s, asr_model=asr_model, min_score=spec.min_score, redact=options,
-                           ner_model=ner_model if s == "cascade" else None)
+                           ner_model=ner_model if s == "cascade" else None, verify=False)  # cascade: alone
         redactors[s] = Redactor(cfg, asr=asr)
         asr = redactors[s].asr
     tagging = {s for s, r in redactors.items() if r.system.recognizer == "e2e"}
