@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the decoder of --verify: a Whisper model (default %(default)s, fine-tuned on Singapore-"
                         "English call audio; a name or folder as --asr-model) or e2e (the end-to-end model)")
     r.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
-                   help="redact N files at once in N processes, each loading the models once (about 0.6 GB "
+                   help="redact N files at once in N processes, each loading the models once (about 0.7 GB "
                         "each for the cascade); auto: one per CPU core. Output order and exit status as with 1")
     red = sub.add_parser("redact", parents=[r], help="beep out PII in call recordings; write a redacted transcript",
                          description="Writes X.redacted.<ext> and X.redacted.json next to each input "

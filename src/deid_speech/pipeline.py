@@ -38,7 +38,7 @@ class RedactConfig:
     ner_model: str | None = "default"  # trained NER in the cascade: the shipped NER model, a folder, or None
     e2e_model: str | None = None  # a `deid-speech train e2e` folder (system e2e; default: the shipped one)
     min_score: float = 0.5
-    # a second opinion: another decoder transcribes what is still audible (cascade only). None: on
+    # a second opinion: another decoder transcribes the audio too (cascade only). None: on
     # for the cascade unless its own recogniser is the verifier (docs/results.md §0i), off otherwise
     verify: bool | None = None
     verifier: str = VERIFIER  # that decoder: a Whisper model (tiny.en-sg, a folder, ...) or the e2e model
@@ -222,22 +222,23 @@ class Redactor:
         return rec.transcript, self.detect(rec.transcript, rec.spans)
 
     def verify(self, mono, spans: list[Span]) -> list[Span]:
-        """A second opinion on what the redaction leaves audible: silence every redacted
-        region (with its padding), let the verifier (another decoder: the e2e model, or a
-        Whisper model such as tiny.en-sg) transcribe the rest, run this redactor's detectors over that
-        transcript, and return the spans that reach beyond the first redaction. The
-        verifier's own entity tags are not used: on the benchmark's dev part they beeped
-        41 % of the other speech (its transcript through the detectors: 30 %)."""
+        """A second opinion: let the verifier (another decoder: by default tiny.en-sg, the
+        fine-tune that hears Singlish PII the stock model misses; or the e2e model)
+        transcribe the same audio, run this redactor's detectors over its transcript, and
+        return the spans that reach beyond the first redaction (with its padding). The
+        verifier hears the whole audio, not only what the first redaction leaves audible: with
+        the redactions silenced, it lost the context around them, and its cues took the words
+        after a silenced name for the name (dev leak 7.8 / 15.0 % on utterances / calls against
+        3.2 / 6.7 % with the whole audio; docs/results.md §0i). The verifier's own entity tags
+        are not used: the e2e model's beeped 41 % of the other speech on the benchmark's dev
+        part (its transcript through the detectors: 30 %)."""
         from deid_speech import timing
         from deid_speech.intervals import covered, union
         from deid_speech.redact import redaction_regions
 
         with timing.stage("verification", absorb=True):
             regions = union([(a, b) for a, b, _ in redaction_regions(spans, self.config.redact)])
-            audible = mono.copy()
-            for a, b in regions:
-                audible[int(a * 16000): int(b * 16000)] = 0.0
-            transcript = self.verifier.recognize(audible).transcript
+            transcript = self.verifier.recognize(mono).transcript
             return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
                     for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
 

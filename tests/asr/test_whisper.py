@@ -120,6 +120,25 @@ class _CountingTranscriber:
                                       (f"b{self.options.beam_size}", 0.5, 1.0, 1.0)])
 
 
+@pytest.mark.model
+def test_a_sampled_decoding_does_not_depend_on_what_the_process_decoded_before():
+    """CTranslate2 seeds a thread's sampler once: without the rebuild (_SamplerWatch) the
+    second decoding of this clip (tiny.en-sg falls back to sampling on it) drew from where
+    the first one left off and wrote other words; serial and --workers runs disagreed."""
+    import soundfile as sf
+
+    from deid_speech.asr.whisper import Transcriber
+
+    x, sr = sf.read(EXAMPLE, dtype="float32")
+    clip, other = x[40 * sr: 58 * sr], x[: 20 * sr]
+    t = Transcriber(AsrOptions(model="tiny.en-sg"))
+    first = t.transcribe(clip).to_dict()
+    assert t._model.model.sampled  # the fallback sampled on this clip: the test means something
+    t.transcribe(other)
+    assert t.transcribe(clip).to_dict() == first
+    assert t.transcribe(clip).to_dict() == first
+
+
 def test_cached_transcriber_decodes_each_audio_once_across_runs(tmp_path, monkeypatch):
     import deid_speech.asr.whisper as whisper
 
@@ -182,7 +201,7 @@ def test_the_decoder_gets_the_fallback_it_is_given(monkeypatch):
     seen = []
 
     class Model:
-        model = None
+        model = type("Ct2", (), {"fresh": lambda self: None, "is_multilingual": False})()
 
         def transcribe(self, audio, **kw):
             seen.append((kw["temperature"], kw["best_of"], kw["beam_size"]))

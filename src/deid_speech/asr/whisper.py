@@ -103,6 +103,7 @@ def hallucinated(words: list[RawWord], seconds: float) -> bool:
 
 
 _BLAS = None
+_DECODING = threading.Lock()  # one decoding at a time in the process (the sampler's seed is process-wide)
 
 
 def one_blas_thread():
@@ -116,6 +117,36 @@ def one_blas_thread():
 
         _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1, user_api="blas")
+
+
+class _SamplerWatch:
+    """A CTranslate2 Whisper model that notes when a decoding sampled (faster-whisper's
+    temperature fallback asks ``generate`` for ``sampling_topk=0``). CTranslate2 seeds a
+    worker thread's sampler once, at its first draw, from the process-wide seed of that
+    moment (``static thread_local std::mt19937``): after one draw, ``set_random_seed``
+    no longer reaches it, and what a later decoding samples depends on every decoding
+    before it in the process. The Transcriber rebuilds a model that has sampled (a new
+    worker thread, about 0.1 s for tiny), so each decoding samples from its own audio's
+    seed, whatever the process decoded before."""
+
+    def __init__(self, build):
+        self._build = build
+        self._model = build()
+        self.sampled = False
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def generate(self, *args, **kwargs):
+        if kwargs.get("sampling_topk", 1) != 1:
+            self.sampled = True
+        return self._model.generate(*args, **kwargs)
+
+    def fresh(self) -> None:
+        """Rebuild the model if it has sampled since it was built."""
+        if self.sampled:
+            self._model, self.sampled = None, False
+            self._model = self._build()
 
 
 def audio_seed(audio: np.ndarray) -> int:
@@ -237,15 +268,15 @@ def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, m
 class Transcriber:
     """Loads a Whisper model once; ``transcribe`` turns 16 kHz mono audio into a Transcript,
     ``recognize`` into a :class:`Recognition` (Whisper tags no entities). Safe to share
-    between threads: one decoding runs at a time, because the fallback decoding seeds its
-    sampler through a process-wide seed."""
+    between threads: one decoding runs at a time in the process, whichever model runs it,
+    because the fallback decoding seeds its sampler through a process-wide seed."""
 
     def __init__(self, options: AsrOptions = AsrOptions()):
         self.options = options
         self.resolved: ResolvedModel = resolve_model(options.model)
         with timing.stage("loading"):
             self._model = self._load()
-        self._lock = threading.Lock()
+        self._lock = _DECODING
 
     @property
     def name(self) -> str:
@@ -255,10 +286,14 @@ class Transcriber:
         r = self.resolved
         try:
             if r.kind == "ct2":
+                import ctranslate2
                 from faster_whisper import WhisperModel
 
-                return WhisperModel(str(r.path), device=self.options.device, compute_type=self.options.compute_type,
-                                    cpu_threads=cpu_threads(self.options.threads))
+                o, threads = self.options, cpu_threads(self.options.threads)
+                model = WhisperModel(str(r.path), device=o.device, compute_type=o.compute_type, cpu_threads=threads)
+                model.model = _SamplerWatch(lambda: ctranslate2.models.Whisper(
+                    str(r.path), device=o.device, compute_type=o.compute_type, intra_threads=threads))
+                return model
             from deid_speech.asr.convert import load_openai_model  # applies stored alignment heads
 
             return load_openai_model(str(r.path), device=self.options.device)
@@ -287,6 +322,8 @@ class Transcriber:
             # the same transcript (and the same redaction) on every run
             import ctranslate2
 
+            with timing.stage("loading"):
+                self._model.model.fresh()  # a sampler that has drawn is not reseeded (_SamplerWatch)
             ctranslate2.set_random_seed(audio_seed(audio))
             segments, _ = self._model.transcribe(
                 audio, language=o.language if self._multilingual() else None, beam_size=beam,
