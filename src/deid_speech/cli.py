@@ -101,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Never written by default; X.redacted.json never holds clear text")
     r.add_argument("--verify", action=argparse.BooleanOptionalAction, default=None,
                    help="a second opinion (on by default for the cascade): a second decoder (--verifier) "
-                        "transcribes what the cascade leaves audible, the cascade's detectors read that "
-                        "transcript, and what they find is redacted too; --no-verify: one decoding only")
+                        "transcribes the audio too, the cascade's detectors read that transcript, and what "
+                        "they find beyond the first redaction is redacted too; --no-verify: one decoding only")
     r.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
                    help="the decoder of --verify: a Whisper model (default %(default)s, fine-tuned on Singapore-"
                         "English call audio; a name or folder as --asr-model) or e2e (the end-to-end model)")

@@ -105,7 +105,7 @@ class RedactResult:
             # speech-like audio that no transcribed word covers: it was not checked for PII
             "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
             "uncovered_action": config.uncovered,  # beep: those stretches were redacted too
-            # the second opinion (--verify): which decoder re-read the audible audio, spans it added
+            # the second opinion (--verify): which decoder read the audio again, spans it added
             "verified": self.verification,
             "words": redacted_words(self.redacted),
             # a file whose channels differ: each channel was transcribed and checked on its own
@@ -180,7 +180,7 @@ class Redactor:
         self.config = config
         self.system = systems.get(config.system)
         self.verifier = None
-        if config.verify or self.system.verify:  # a second opinion: another decoder re-reads the audible audio
+        if config.verify or self.system.verify:  # a second opinion: another decoder reads the audio too
             self.verifier = as_recognizer(verifier if verifier is not None else _verifier(config))
         if asr is not None and self.system.recognizer == "e2e" and not callable(getattr(asr, "recognize", None)):
             raise DeidError(f"system {config.system} needs a recogniser that tags entities itself "

@@ -9,8 +9,8 @@ and where it is offered. ``deid-speech redact --system``, ``deid-speech eval --s
 * ``e2e+patterns``: the e2e model's tags plus the spoken-form detectors over its
   transcript, a safety net for entities the model tags only in part (on the example call:
   36 % of entity audio left audible by the model alone, 4 % with the patterns).
-* eval-only systems: ``cascade+verify`` (the cascade with a second decoder's opinion on what
-  stays audible: what ``redact`` does by default, :data:`VERIFIER`; in ``eval``, ``cascade``
+* eval-only systems: ``cascade+verify`` (the cascade with a second decoder's opinion on the
+  audio: what ``redact`` does by default, :data:`VERIFIER`; in ``eval``, ``cascade``
   is the cascade alone), ``presidio`` and ``spacy`` (text-PII peers over Whisper's text).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ class System:
     detectors: tuple[str, ...]  # registered detector names, run in this order over the transcript
     redact: bool  # offered by `deid-speech redact` (False: an evaluation baseline only)
     min_score: float = 0.5  # detections below it are dropped (peers apply their own threshold: 0)
-    verify: bool = False  # a second decoder's opinion on the audio left audible (eval)
+    verify: bool = False  # a second decoder's opinion on the audio (eval)
     trains: str | None = None  # the model `deid-speech experiment` trains for it (`train ner|e2e`)
 
 

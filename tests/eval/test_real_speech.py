@@ -123,10 +123,10 @@ def test_a_more_record_takes_its_times_from_the_alignment_and_refuses_a_partial_
 
 @pytest.mark.model
 def test_build_with_more_from_the_cached_sdists(tmp_path: Path) -> None:
-    from deid_speech.eval.real_speech import MORE, SOURCES, fetch_sdist
+    from deid_speech.eval.real_speech import MORE, MORE_SOURCES, SOURCES, fetch_sdist
     from deid_speech.eval.run import load_manifest
 
-    names = dict.fromkeys(m.source for m in MORE)
+    names = MORE_SOURCES
     missing = [SOURCES[n].filename for n in ["pocketsphinx", *names] if not (cache_dir() / SOURCES[n].filename).is_file()]
     if missing:
         pytest.skip(f"not cached: {', '.join(missing)} (python -m deid_speech.eval.real_speech --more fetches them)")

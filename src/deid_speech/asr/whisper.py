@@ -129,9 +129,8 @@ class _SamplerWatch:
     worker thread, about 0.1 s for tiny), so each decoding samples from its own audio's
     seed, whatever the process decoded before."""
 
-    def __init__(self, build):
-        self._build = build
-        self._model = build()
+    def __init__(self, build, model):
+        self._build, self._model = build, model  # ``model``: the one already built, used until it samples
         self.sampled = False
 
     def __getattr__(self, name):
@@ -292,7 +291,7 @@ class Transcriber:
                 o, threads = self.options, cpu_threads(self.options.threads)
                 model = WhisperModel(str(r.path), device=o.device, compute_type=o.compute_type, cpu_threads=threads)
                 model.model = _SamplerWatch(lambda: ctranslate2.models.Whisper(
-                    str(r.path), device=o.device, compute_type=o.compute_type, intra_threads=threads))
+                    str(r.path), device=o.device, compute_type=o.compute_type, intra_threads=threads), model.model)
                 return model
             from deid_speech.asr.convert import load_openai_model  # applies stored alignment heads
 

@@ -61,6 +61,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+def _whisper(options, cache: Path | None):
+    """A Whisper transcriber with ``options``, its transcripts kept in ``cache`` if given."""
+    from deid_speech.asr.whisper import CachedTranscriber, Transcriber
+
+    return CachedTranscriber(options, cache) if cache is not None else Transcriber(options)
+
+
 def asr_overrides(pairs: list[str]) -> dict:
     """``KEY=VALUE`` pairs as AsrOptions fields, each value read as its field's type."""
     import dataclasses
@@ -139,17 +146,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not all(s in table.E2E for s in systems) and (args.asr_cache is not None or args.fast_asr
                                                           or args.asr_option):
-            from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+            from deid_speech.asr.whisper import AsrOptions
 
             opts = (AsrOptions.fast(model=args.asr_model, **extra) if args.fast_asr
                     else AsrOptions(model=args.asr_model, **extra))
-            asr = CachedTranscriber(opts, args.asr_cache) if args.asr_cache is not None else Transcriber(opts)
+            asr = _whisper(opts, args.asr_cache)
         second = None
         if verifying and args.verifier != "e2e":
-            from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+            from deid_speech.asr.whisper import AsrOptions
 
-            second = (CachedTranscriber(AsrOptions(model=args.verifier), args.asr_cache) if args.asr_cache is not None
-                      else Transcriber(AsrOptions(model=args.verifier)))
+            second = _whisper(AsrOptions(model=args.verifier), args.asr_cache)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
                                    verifier=args.verifier, verifier_asr=second)

