@@ -26,6 +26,12 @@ def symbols(text: str) -> list[str]:
     ("+65 9123 4567", "6591234567"),
     ("nineteen eighty seven", "1987"),
     ("two thousand and one", "2001"),
+    ("eighty eight thousand four hundred", "88400"),
+    ("eighty eight thousand four hundred and twenty five", "88425"),
+    ("five thousand one hundred twenty three", "5123"),
+    ("two hundred forty three", "243"),
+    ("two thousand twenty four", "2024"),
+    ("nine eight hundred", "9800"),
     ("oh one two dash three four five six seven dash eight", "012345678"),
     ("nine eight, uh, seven six", "9876"),
 ])
@@ -66,3 +72,12 @@ def test_every_digit_style_round_trips(style):
 def test_email_verbalizer_speaks_at_and_dot():
     assert verbalize_email("tan.wm88@gmail.com", random.Random(0)).endswith("at gmail dot com")
     assert "underscore" in verbalize_email("remy_lee@yahoo.com.sg")
+
+
+@pytest.mark.parametrize("spoken,not_read", [
+    ("eighty eight thousand four hundred", "8800400"),  # a mileage, not seven digits
+    ("two hundred forty three hundred", "2004300"),
+    ("twelve thousand three hundred and five", "12000300"),
+])
+def test_spoken_quantities_are_numbers_not_digit_strings(spoken, not_read):
+    assert symbols(spoken) and all(not_read not in s and len(s) <= 5 for s in symbols(spoken))

@@ -203,6 +203,7 @@ class Redactor:
         other mention of a found value added."""
         from deid_speech import timing
         from deid_speech.ner.base import merge_spans
+        from deid_speech.ner.patterns import lookalike
 
         with timing.stage("detectors"):
             found: list[Span] = list(tagged)
@@ -213,7 +214,8 @@ class Redactor:
                     raise
                 except Exception as e:  # a detector that fails must fail loudly
                     raise DeidError(f"detector {d.name} failed: {e}") from e
-            keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score])
+            keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score
+                                and not lookalike(s, transcript)])
             return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)
 
     def recognize(self, mono, progress=None) -> tuple[Transcript, list[Span]]:

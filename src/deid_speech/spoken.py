@@ -176,12 +176,17 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
             continue
         if t in ("hundred", "thousand") and text and text[-1].isdigit():
             zeros = "00" if t == "hundred" else "000"
-            # "two thousand and one" -> 2001, "nineteen hundred" -> 1900
+            # "two thousand and one" -> 2001, "nineteen hundred" -> 1900, "eighty eight
+            # thousand four hundred" -> 88400 (a quantity, not the digits 8800400)
             j = i + 1
             if j < n and clean_token(tokens[j]) == "and":
                 j += 1
+            below = _cardinal_below(tokens, j, len(zeros)) if not raw.endswith((",", ".")) else None
             tail = token_symbols(tokens[j], tokens[j]) if j < n else None
-            if tail and tail.isdigit() and len(tail) <= len(zeros):
+            if below is not None:
+                add(below[0], below[1] - 1, False)
+                i = below[1]
+            elif tail and tail.isdigit() and len(tail) <= len(zeros):
                 add(zeros[: len(zeros) - len(tail)] + tail, j, False)
                 i = j + 1
             else:
@@ -200,6 +205,42 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
         i += 1
     flush()
     return runs
+
+
+def _cardinal_below(tokens: list[str], j: int, width: int) -> tuple[str, int] | None:
+    """The number words at ``j`` that complete a "hundred" (``width`` 2: "forty two") or a
+    "thousand" (``width`` 3: "four hundred and twenty"), as ``width`` zero-padded digits and
+    the index after them; None unless at least two words make that number (one word is the
+    caller's plain tail). A comma ends the number."""
+    n = len(tokens)
+
+    def word(k: int) -> str:
+        return clean_token(tokens[k]) if k < n else ""
+
+    def unit(k: int) -> str | None:
+        w = word(k)
+        return DIGIT_WORDS[w] if w in DIGIT_WORDS and w not in ("oh", "o", "zero") else None
+
+    value, k = 0, j
+    if width == 3 and unit(k) and word(k + 1) == "hundred" and not tokens[k].endswith(","):
+        value, k = 100 * int(unit(k)), k + 2
+        if word(k) == "and" and not tokens[k - 1].endswith(","):
+            k += 1
+    if word(k) in TENS_WORDS and (k == j or not tokens[k - 1].endswith(",")):
+        value += 10 * int(TENS_WORDS[word(k)])
+        k += 1
+        if unit(k) and not tokens[k - 1].endswith(","):
+            value += int(unit(k))
+            k += 1
+    elif word(k) in TEEN_WORDS and k > j and not tokens[k - 1].endswith(","):
+        value += int(TEEN_WORDS[word(k)])
+        k += 1
+    elif unit(k) and k > j and not tokens[k - 1].endswith(","):
+        value += int(unit(k))
+        k += 1
+    if k - j < 2 or value >= 10 ** width:
+        return None
+    return str(value).zfill(width), k
 
 
 def _keeps_weak_tail(text: list[str]) -> bool:

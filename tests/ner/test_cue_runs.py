@@ -117,3 +117,24 @@ def test_date_after_a_birth_cue_is_captured(text, value):
 
 def test_birth_cue_without_a_date_stays_audible():
     assert found("she was born here, grew up in Tampines") == []
+
+
+@pytest.mark.parametrize("text", [
+    "for the transfer I need your DBS account, you read slowly can?",  # "DBS" is no letters of a number
+    "my IC, A Mastercard ending four four one two",  # another cue ends the run after the first
+    "my HP battery low already",
+])
+def test_cue_words_are_never_an_identifiers_letters(text):
+    assert found(text) == []
+
+
+def test_a_cue_inside_a_run_ends_it_and_announces_its_own_entity():
+    got = found("my IC is S nine one two card four one one one two two two two three three three")
+    assert ("NRIC", "S nine one two") in got
+    assert any(label == "CREDIT_CARD" and value.startswith("four one") for label, value in got)
+    assert not any(label == "NRIC" and "card" in value for label, value in got)
+
+
+def test_an_account_after_a_bank_name_is_still_captured():
+    assert ("BANK_ACCOUNT", "oh two seven one two tree four five six") in found(
+        "my DBS account is oh two seven one two tree four five six thanks")

@@ -184,3 +184,48 @@ def test_nric_whose_prefix_letter_was_not_heard_is_flagged_with_its_final_letter
 def test_a_dollar_sign_glued_to_a_phone_length_number_is_no_price():
     assert ("PHONE", "$91730588") in found("That's $91730588. Correct.")
     assert found("it costs $1290 only") == [] and found("pay $12.90 at the counter") == []
+
+
+class _NoAsr:
+    def transcribe(self, audio, progress=None):
+        raise AssertionError("detect() reads a transcript; nothing is decoded")
+
+
+class _NerLike:
+    """A detector that reads any digit run as an identifier, as the trained NER sometimes does."""
+    name = "ner"
+
+    def __init__(self, label):
+        self.label = label
+
+    def detect(self, transcript):
+        from deid_speech.ner.base import span_from_words
+        words = [w for w in transcript.words if any(c.isdigit() for c in w.text) or w.text.rstrip(".,") in
+                 ("two", "zero", "four", "one", "eight", "three", "seven", "S", "D", "L")]
+        return [span_from_words(transcript, words, self.label, 0.9, self.name)] if words else []
+
+
+@pytest.mark.parametrize("text,label,kept", [
+    ("your case reference number is two zero two four one one zero eight three three seven", "CREDIT_CARD", False),
+    ("order number 2024 1108 337 keep it", "BANK_ACCOUNT", False),
+    ("the total is 88400 dollars", "BANK_ACCOUNT", False),
+    ("my account number is two zero two four one one zero eight three three", "BANK_ACCOUNT", True),
+    ("reference S1234567D is my IC", "NRIC", True),  # a valid NRIC is no look-alike in any context
+])
+def test_every_detectors_numbers_in_look_alike_context_stay_audible(text, label, kept):
+    from deid_speech.ner.patterns import lookalike
+    from deid_speech.pipeline import RedactConfig, Redactor
+
+    tr = make_transcript(text)
+    (span,) = _NerLike(label).detect(tr)
+    assert lookalike(span, tr) is not kept
+    got = Redactor(RedactConfig(verify=False), asr=_NoAsr(), detectors=[_NerLike(label)]).detect(tr)
+    assert bool(got) is kept
+
+
+def test_names_emails_and_dates_are_never_look_alikes():
+    from deid_speech.ner.patterns import lookalike
+    from deid_speech.types import Span
+
+    tr = make_transcript("order for Tan Boon Huat on the third of May")
+    assert not lookalike(Span(tr.words[2].start, tr.words[4].end, "PERSON"), tr)

@@ -10,7 +10,8 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
 1. **Cues** are the label cue words of :data:`deid_speech.ner.patterns.CUES` ("IC",
    "passport", "card", "plate", "account", "phone", "number", ...) and "email". The run
    must start within :data:`MAX_LEAD` tokens after the cue; only glue words ("is", "my",
-   "number", "no", "it's", "uh", ...) may stand between.
+   "number", "no", "it's", "uh", ...) and other cue words ("DBS account") may stand
+   between. A cue word is never read as an identifier's letters ("DBS", "IC", "HP").
 2. A **run** is a stretch of tokens each of which could belong to a spoken identifier:
    a digit or letter, spoken, written or glued ("K3", "4", "-1", "S902", "ess"); a
    homophone of a digit or letter ("to"/"too" 2, "for" 4, "won" 1, "ate" 8, "tree"/"free"
@@ -22,7 +23,8 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
 3. A run ends at a clause boundary: a token ending in ".", "?" or "!" (Whisper's dotted
    digit groups such as ".1" do not end it), a comma followed by a non-identifier word,
    a stop word ("and" before a non-identifier, "then", "thanks", "okay", "but", "so", ...),
-   or after :data:`MAX_RUN` tokens.
+   another cue word (it announces an entity of its own: "transfer I need your DBS account",
+   "A, Mastercard ending ..."), or after :data:`MAX_RUN` tokens.
 4. The run is reported under the cue's label when it holds at least
    :data:`MIN_SYMBOLS` symbols for that label (phone 4, card 6, account 5, NRIC,
    passport and plate 3; a glued token such as "L864" counts each of its symbols), at
@@ -91,6 +93,10 @@ PROVIDERS = ("gmail", "hotmail", "yahoo", "outlook", "icloud", "singnet", "proto
 DOMAIN_WORDS = frozenset("com sg net org edu gov co my io biz info".split())
 DATE_CUES = frozenset("born birth birthday dob".split())
 _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thousand"}
+# the words that announce an entity: inside a run they end it (the entity they announce is
+# another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."), before it
+# they are glue, never its letters ("DBS", "IC", "HP", "UOB")
+CUE_WORDS = frozenset().union(*CUES.values()) | EMAIL_CUES | DATE_CUES
 
 
 def _symbol(word: Word) -> str | None:
@@ -139,9 +145,10 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> t
     k = start
     lead = 0
     while k < n and lead <= MAX_LEAD:  # skip glue words to the run's first symbol
-        if _is_symbolic(words[k]):
+        t = clean_token(words[k].text)
+        if _is_symbolic(words[k]) and t not in CUE_WORDS:
             break
-        if clean_token(words[k].text) not in GLUE or _ends_clause(words[k]):
+        if (t not in GLUE and t not in CUE_WORDS) or _ends_clause(words[k]):
             return None
         k += 1
         lead += 1
@@ -153,6 +160,8 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> t
     while k < n and k - first < MAX_RUN:
         w = words[k]
         t = clean_token(w.text)
+        if t in CUE_WORDS:
+            break  # another cue: what follows is the entity it announces
         if _is_symbolic(w) or (t in JOINERS and symbols):
             sym = _symbol(w) or ""
             symbols += sym[:1] * (repeat - 1) + sym
@@ -328,7 +337,11 @@ class CueRunDetector:
             if not _is_symbolic(words[k]):
                 k += 1
                 continue
-            first, last, symbols = _run(words, k, max_inside=1)
+            run = _run(words, k, max_inside=1) if tokens[k] not in CUE_WORDS else None
+            if run is None:  # a cue word ("DBS", "IC") is not an identifier's letters
+                k += 1
+                continue
+            first, last, symbols = run
             digits = sum(c.isdigit() for c in symbols)
             bridged = any(not _is_symbolic(w) for w in words[first:last + 1])
             if digits >= 8 and bridged and not _vetoed(tokens, first, last):

@@ -26,9 +26,11 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    "$" (but not "$" glued to 7+ digits without cents), ... or followed by "dollars",
    "cents", "pm", "am" is not reported, unless a
    validator passes on a shape that cannot be confused (a valid NRIC, a Luhn-valid
-   16-digit card). Stretches under 7 digits are never reported by this detector
-   (prices, times, block/unit/bus numbers, last-four mentions); dates are the date
-   detector's job.
+   16-digit card); the same context vetoes the spans of every other detector (the trained
+   NER's too: :func:`lookalike`, applied by the redactor). Stretches under 7 digits are
+   never reported by this detector (prices, times, block/unit/bus numbers, last-four
+   mentions); dates are the date detector's job. Spoken quantities are read as numbers:
+   "eighty eight thousand four hundred" is 88400, not the digits 8800400.
 6. Emails are anchored on a top-level domain ("dot com", ".sg", "gmail.com") and extend
    back over the domain, "at" and up to four local-part words (spelled letters and digits
    do not count); "x@y.com" tokens too. With "at" the score is high; without (Whisper
@@ -208,6 +210,32 @@ def _digit_label(d: str, cue: str | None) -> tuple[str, float] | None:
     return label, 0.6 if cue else SCORE_WEAK
 
 
+def _unmistakable(h: _Hit) -> bool:
+    """A shape no look-alike context explains away: a valid NRIC, a Luhn-valid card."""
+    return (h.label == "NRIC" and h.score >= SCORE_VALID) or (
+        h.label == "CREDIT_CARD" and h.score >= SCORE_VALID and h.hi - h.lo >= 15)
+
+
+NUMBER_LABELS = frozenset({"PHONE", "NRIC", "PASSPORT_NUM", "CREDIT_CARD", "CAR_PLATE", "BANK_ACCOUNT"})
+
+
+def lookalike(span: Span, transcript: Transcript) -> bool:
+    """Whether a span of any detector (the trained NER's too) is a look-alike by rule 5: an
+    identifier label in non-PII context ("case reference number is two zero two four ...",
+    "odometer ... dollars") whose words hold no unmistakable shape. Names, emails and dates
+    are never look-alikes here."""
+    if span.label not in NUMBER_LABELS:
+        return False
+    idx = [k for k, w in enumerate(transcript.words) if w.start < span.end and span.start < w.end]
+    if not idx:
+        return False
+    tokens = [w.text for w in transcript.words]
+    if not _non_pii_context(tokens, idx[0], idx[-1]):
+        return False
+    return not any(_unmistakable(h) for _, _, sym in normalize_tokens(tokens[idx[0]: idx[-1] + 1])
+                   for h in _classify(sym, None))
+
+
 @register("patterns")
 class PatternDetector:
     """Phones, NRIC/FIN, passports, cards, plates, bank accounts and emails in spoken form."""
@@ -222,9 +250,7 @@ class PatternDetector:
             cue = cue_label(tokens, first)
             non_pii = _non_pii_context(tokens, first, last)
             for h in _classify(sym, cue):
-                strong = (h.label == "NRIC" and h.score >= SCORE_VALID) or (
-                    h.label == "CREDIT_CARD" and h.score >= SCORE_VALID and h.hi - h.lo >= 15)
-                if non_pii and not strong:
+                if non_pii and not _unmistakable(h):
                     continue
                 lo = sym.owner[h.lo]
                 if h.label == "PHONE" and lo > 0 and clean_token(tokens[lo - 1]) in ("plus", "+"):
