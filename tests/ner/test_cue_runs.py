@@ -138,3 +138,13 @@ def test_a_cue_inside_a_run_ends_it_and_announces_its_own_entity():
 def test_an_account_after_a_bank_name_is_still_captured():
     assert ("BANK_ACCOUNT", "oh two seven one two tree four five six") in found(
         "my DBS account is oh two seven one two tree four five six thanks")
+
+
+@pytest.mark.parametrize("text,value", [
+    ("the card I use is four eight six one one three oh eight", "four eight six one one three oh eight"),
+    ("my phone you call nine one two three four five", "nine one two three four five"),
+    ("account for sure oh two seven one two three four", "oh two seven one two three four"),
+])
+def test_a_run_does_not_start_with_a_word_that_only_sounds_like_a_symbol(text, value):
+    got = found(text)
+    assert any(v == value for _, v in got), got

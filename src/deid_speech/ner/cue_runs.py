@@ -19,7 +19,9 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a word the recogniser
    itself doubted (probability under :data:`LOW_PROB`). One other word may stand inside
    a run when identifier tokens follow it ("81 is the one 47": two words at most, and
-   then only between symbols).
+   then only between symbols). A run does not start with a word that is a symbol only by
+   its sound ("I", "you", "for", "it") when a plain word follows it ("the card I use is
+   four eight ..." starts at "four").
 3. A run ends at a clause boundary: a token ending in ".", "?" or "!" (Whisper's dotted
    digit groups such as ".1" do not end it), a comma followed by a non-identifier word,
    a stop word ("and" before a non-identifier, "then", "thanks", "okay", "but", "so", ...),
@@ -57,7 +59,7 @@ from deid_speech.ner.base import register, span_from_words
 from deid_speech.ner.patterns import CUES, NON_PII_AFTER, NON_PII_BEFORE, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
-from deid_speech.spoken import REPEAT_WORDS, clean_token, token_symbols
+from deid_speech.spoken import REPEAT_WORDS, WEAK_WORDS, clean_token, token_symbols
 from deid_speech.types import Span, Transcript, Word
 
 SCORE = 0.6
@@ -97,6 +99,9 @@ _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thous
 # another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."), before it
 # they are glue, never its letters ("DBS", "IC", "HP", "UOB")
 CUE_WORDS = frozenset().union(*CUES.values()) | EMAIL_CUES | DATE_CUES
+
+
+SOUND_ONLY = WEAK_WORDS | frozenset(HOMOPHONES)
 
 
 def _symbol(word: Word) -> str | None:
@@ -180,6 +185,14 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> t
         if _ends_clause(w) or (w.text.rstrip().endswith(",") and not _goes_on(words, k + 1)):
             break
         k += 1
+    # a run does not start with a word that is a symbol only by its sound ("I", "you", "for",
+    # "it") when a plain word follows it: "the card I use is four eight ..." starts at "four"
+    while first < last and clean_token(words[first].text) in SOUND_ONLY and not _is_symbolic(words[first + 1]):
+        nxt = next((j for j in range(first + 1, last + 1) if _is_symbolic(words[j])), None)
+        if nxt is None:
+            break
+        symbols = symbols[len(_symbol(words[first]) or ""):]
+        first = nxt
     return first, last, symbols
 
 
