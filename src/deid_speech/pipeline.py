@@ -163,7 +163,7 @@ def _verifier(config: RedactConfig) -> Recognizer:
         return _e2e_tagger(config)
     from deid_speech.asr.whisper import AsrOptions, Transcriber
 
-    return Transcriber(AsrOptions(model=config.verifier))
+    return Transcriber(AsrOptions.second_opinion(model=config.verifier))
 
 
 class Redactor:

@@ -166,9 +166,9 @@ def test_cached_transcriber_decodes_each_audio_once_across_runs(tmp_path, monkey
 
 
 def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_path, monkeypatch):
-    """max_temperature and best_of shape the fallback; at their defaults they are left out of the
-    cache key (transcripts decoded before the fields existed are still found), otherwise they
-    are in it."""
+    """max_temperature and best_of shape the fallback; at the values decoding had before the
+    fields existed (1.0, 5) they are left out of the cache key (those transcripts are still
+    found), otherwise they are in it: the default best_of 1 decodes afresh."""
     import deid_speech.asr.whisper as whisper
 
     assert AsrOptions().temperatures(True) == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -180,7 +180,7 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
     monkeypatch.setattr(whisper, "Transcriber", _CountingTranscriber)
     cache = tmp_path / "asr.jsonl"
     keys = {whisper.CachedTranscriber(o, cache).model_key
-            for o in (AsrOptions(), AsrOptions(max_temperature=1.0, best_of=5))}
+            for o in (AsrOptions(best_of=5), AsrOptions(max_temperature=1.0, best_of=5))}
     assert len(keys) == 1
     import hashlib
     from dataclasses import asdict
@@ -191,8 +191,9 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
     ident = json.dumps([_identity(str(whisper.resolve_model("tiny.en").path)), old], sort_keys=True)
     assert keys == {hashlib.sha1(ident.encode()).hexdigest()[:16]}  # the key caches were written under
     capped = {whisper.CachedTranscriber(o, cache).model_key
-              for o in (AsrOptions(max_temperature=0.4), AsrOptions(best_of=2))}
-    assert len(capped) == 2 and not capped & keys
+              for o in (AsrOptions(max_temperature=0.4, best_of=5), AsrOptions(best_of=2), AsrOptions())}
+    assert AsrOptions().best_of == 1
+    assert len(capped) == 3 and not capped & keys
 
 
 def test_the_decoder_gets_the_fallback_it_is_given(monkeypatch):

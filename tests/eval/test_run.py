@@ -204,7 +204,7 @@ def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path:
     assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--ner-model", "none",
                  "--asr-option", "max_temperature=0.4", "--asr-option", "fallback=false",
                  "--asr-option", "retry_logprob=-1.5", "--out-dir", str(out), "--progress", "off"]) == 0
-    assert [(o.max_temperature, o.fallback, o.retry_logprob, o.best_of) for o in given] == [(0.4, False, -1.5, 5)]
+    assert [(o.max_temperature, o.fallback, o.retry_logprob, o.best_of) for o in given] == [(0.4, False, -1.5, 1)]
     assert json.loads((out / "results.json").read_text())["asr_options"] == {
         "max_temperature": 0.4, "fallback": False, "retry_logprob": -1.5}
     capsys.readouterr()

@@ -201,7 +201,7 @@ class _NerLike:
     def detect(self, transcript):
         from deid_speech.ner.base import span_from_words
         words = [w for w in transcript.words if any(c.isdigit() for c in w.text) or w.text.rstrip(".,") in
-                 ("two", "zero", "four", "one", "eight", "three", "seven", "S", "D", "L")]
+                 ("two", "zero", "four", "one", "eight", "three", "seven", "S", "D", "L", "E", "A", "C")]
         return [span_from_words(transcript, words, self.label, 0.9, self.name)] if words else []
 
 
@@ -229,3 +229,21 @@ def test_names_emails_and_dates_are_never_look_alikes():
 
     tr = make_transcript("order for Tan Boon Huat on the third of May")
     assert not lookalike(Span(tr.words[2].start, tr.words[4].end, "PERSON"), tr)
+
+
+def test_a_context_word_vetoes_only_the_number_it_names():
+    from deid_speech.ner.patterns import lookalike
+
+    tr = make_transcript("please block it thanks S double eight one two three four five Z")
+    (span,) = _NerLike("NRIC").detect(tr)
+    assert not lookalike(span, tr)
+
+
+def test_spelled_letters_are_no_look_alikes_whatever_the_context():
+    """A spelled name the recogniser put after a misheard context word ("the receipt is E A
+    eight C A eight" for "... is M E H T A") is still redacted."""
+    from deid_speech.ner.patterns import lookalike
+
+    tr = make_transcript("the receipt is E A eight C A eight thank you")
+    span = _NerLike("CAR_PLATE").detect(tr)[0]
+    assert not lookalike(span, tr)

@@ -46,7 +46,9 @@ class AsrOptions:
     beam_size: int = 5
     fallback: bool = True  # Whisper's temperature fallback on an unsure window (without: dev leak 23.7 % not 20.0 %)
     max_temperature: float = 1.0  # the fallback samples at 0.2, 0.4, ... up to this temperature
-    best_of: int = 5  # the fallback's samples per temperature
+    # the fallback's samples per temperature: 1 since the second opinion is on by default (5,
+    # faster-whisper's default, bought no leak then and cost the 110 s call twice the time; §0j)
+    best_of: int = 1
     batch_size: int = 8  # batched: windows decoded together
     timestamps: bool = True  # batched: write timestamp tokens too (dev calls, greedy: leak 47 % without, 39 % with)
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
@@ -79,6 +81,13 @@ class AsrOptions:
     def fast(cls, **kw) -> AsrOptions:
         """The batched, greedy decoding (``--fast-asr``)."""
         return cls(**{"batched": True, "beam_size": 1, **kw})
+
+    @classmethod
+    def second_opinion(cls, **kw) -> AsrOptions:
+        """The verifier's decoding (``--verify``): five samples per fallback temperature. It
+        rarely falls back, so they cost little, and with one the benchmark's dev leak rose
+        from 3.1 to 3.5 % (docs/results.md §0j)."""
+        return cls(**{"best_of": 5, **kw})
 
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
@@ -498,8 +507,8 @@ class Transcriber:
                 segs.append(Span(max(a, own_lo), min(b, own_hi), source="asr"))
 
 
-# AsrOptions fields added after caches were written, with their defaults: left out of the
-# cache key at those values, so a cache written before them stays valid
+# AsrOptions fields added after caches were written, with the values decoding had then: left
+# out of the cache key at those values, so a cache written before them stays valid
 _ADDED_LATER = {"max_temperature": 1.0, "best_of": 5}
 
 

@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         if verifying and args.verifier != "e2e":
             from deid_speech.asr.whisper import AsrOptions
 
-            second = _whisper(AsrOptions(model=args.verifier), args.asr_cache)
+            second = _whisper(AsrOptions.second_opinion(model=args.verifier), args.asr_cache)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
                                    verifier=args.verifier, verifier_asr=second)

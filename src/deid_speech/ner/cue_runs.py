@@ -10,8 +10,8 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
 1. **Cues** are the label cue words of :data:`deid_speech.ner.patterns.CUES` ("IC",
    "passport", "card", "plate", "account", "phone", "number", ...) and "email". The run
    must start within :data:`MAX_LEAD` tokens after the cue; only glue words ("is", "my",
-   "number", "no", "it's", "uh", ...) and other cue words ("DBS account") may stand
-   between. A cue word is never read as an identifier's letters ("DBS", "IC", "HP").
+   "number", "no", "it's", "uh", ...) and other cue words ("bank account") may stand
+   between.
 2. A **run** is a stretch of tokens each of which could belong to a spoken identifier:
    a digit or letter, spoken, written or glued ("K3", "4", "-1", "S902", "ess"); a
    homophone of a digit or letter ("to"/"too" 2, "for" 4, "won" 1, "ate" 8, "tree"/"free"
@@ -96,8 +96,8 @@ DOMAIN_WORDS = frozenset("com sg net org edu gov co my io biz info".split())
 DATE_CUES = frozenset("born birth birthday dob".split())
 _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thousand"}
 # the words that announce an entity: inside a run they end it (the entity they announce is
-# another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."), before it
-# they are glue, never its letters ("DBS", "IC", "HP", "UOB")
+# another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."); before it
+# they are glue, unless they read as symbols ("IC" may be a garbled plate's letters)
 CUE_WORDS = frozenset().union(*CUES.values()) | EMAIL_CUES | DATE_CUES
 
 
@@ -151,7 +151,7 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> t
     lead = 0
     while k < n and lead <= MAX_LEAD:  # skip glue words to the run's first symbol
         t = clean_token(words[k].text)
-        if _is_symbolic(words[k]) and t not in CUE_WORDS:
+        if _is_symbolic(words[k]):  # even a cue word: "joint IC C six six" may be a garbled plate
             break
         if (t not in GLUE and t not in CUE_WORDS) or _ends_clause(words[k]):
             return None
@@ -165,7 +165,7 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> t
     while k < n and k - first < MAX_RUN:
         w = words[k]
         t = clean_token(w.text)
-        if t in CUE_WORDS:
+        if t in CUE_WORDS and k > first:
             break  # another cue: what follows is the entity it announces
         if _is_symbolic(w) or (t in JOINERS and symbols):
             sym = _symbol(w) or ""

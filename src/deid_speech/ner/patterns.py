@@ -216,14 +216,17 @@ def _unmistakable(h: _Hit) -> bool:
         h.label == "CREDIT_CARD" and h.score >= SCORE_VALID and h.hi - h.lo >= 15)
 
 
+LOOKALIKE_GLUE = frozenset("number no num is was it's code id".split())
 NUMBER_LABELS = frozenset({"PHONE", "NRIC", "PASSPORT_NUM", "CREDIT_CARD", "CAR_PLATE", "BANK_ACCOUNT"})
 
 
 def lookalike(span: Span, transcript: Transcript) -> bool:
     """Whether a span of any detector (the trained NER's too) is a look-alike by rule 5: an
     identifier label in non-PII context ("case reference number is two zero two four ...",
-    "odometer ... dollars") whose words hold no unmistakable shape. Names, emails and dates
-    are never look-alikes here."""
+    "... dollars") whose words hold no unmistakable shape. Stricter than the pattern
+    detector's own rule: a context word before the span counts only when nothing but
+    "number", "is", "code", ... stands between them ("please block it, thanks, S double
+    eight ..." is no block number). Names, emails and dates are never look-alikes here."""
     if span.label not in NUMBER_LABELS:
         return False
     idx = [k for k, w in enumerate(transcript.words) if w.start < span.end and span.start < w.end]
@@ -232,8 +235,18 @@ def lookalike(span: Span, transcript: Transcript) -> bool:
     tokens = [w.text for w in transcript.words]
     if not _non_pii_context(tokens, idx[0], idx[-1]):
         return False
-    return not any(_unmistakable(h) for _, _, sym in normalize_tokens(tokens[idx[0]: idx[-1] + 1])
-                   for h in _classify(sym, None))
+    before = [clean_token(t) for t in tokens[max(0, idx[0] - 3): idx[0]]]
+    after = {clean_token(t) for t in tokens[idx[-1] + 1: idx[-1] + 3]}
+    named = [j for j, t in enumerate(before) if t in NON_PII_BEFORE]
+    # the context word names this number ("reference number is ...", "code 1234"), not some
+    # other thing said before it ("please block it, thanks, double eight ...")
+    if not (after & NON_PII_AFTER) and not (named and all(t in LOOKALIKE_GLUE for t in before[named[-1] + 1:])):
+        return False
+    runs = [sym for _, _, sym in normalize_tokens(tokens[idx[0]: idx[-1] + 1])]
+    # spelled letters may be a misheard name or ID after a misheard context word ("the
+    # receipt is E A eight C A eight" for "... is M E H T A"): only digits are look-alikes
+    return all(sym.text.isdigit() for sym in runs) and not any(_unmistakable(h) for sym in runs
+                                                                for h in _classify(sym, None))
 
 
 @register("patterns")
