@@ -347,14 +347,10 @@ class CueRunDetector:
                            for k, t in enumerate(tokens) if _glued_id(t) and not _vetoed(tokens, k, k)]
         k = 0
         while k < len(words):
-            if not _is_symbolic(words[k]):
+            if not _is_symbolic(words[k]) or tokens[k] in CUE_WORDS:  # no cue: "DBS", "IC" start nothing
                 k += 1
                 continue
-            run = _run(words, k, max_inside=1) if tokens[k] not in CUE_WORDS else None
-            if run is None:  # a cue word ("DBS", "IC") is not an identifier's letters
-                k += 1
-                continue
-            first, last, symbols = run
+            first, last, symbols = _run(words, k, max_inside=1)
             digits = sum(c.isdigit() for c in symbols)
             bridged = any(not _is_symbolic(w) for w in words[first:last + 1])
             if digits >= 8 and bridged and not _vetoed(tokens, first, last):

@@ -233,8 +233,6 @@ def lookalike(span: Span, transcript: Transcript) -> bool:
     if not idx:
         return False
     tokens = [w.text for w in transcript.words]
-    if not _non_pii_context(tokens, idx[0], idx[-1]):
-        return False
     before = [clean_token(t) for t in tokens[max(0, idx[0] - 3): idx[0]]]
     after = {clean_token(t) for t in tokens[idx[-1] + 1: idx[-1] + 3]}
     named = [j for j, t in enumerate(before) if t in NON_PII_BEFORE]
