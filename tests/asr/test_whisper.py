@@ -187,13 +187,19 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
 
     from deid_speech.asr.models import _identity
 
-    old = {k: v for k, v in asdict(AsrOptions()).items() if k not in ("max_temperature", "best_of")}
+    later = ("max_temperature", "best_of", "logprob_threshold", "prompt_windows", "seek")  # fields added since
+    old = {k: v for k, v in asdict(AsrOptions()).items() if k not in later}
     ident = json.dumps([_identity(str(whisper.resolve_model("tiny.en").path)), old], sort_keys=True)
     assert keys == {hashlib.sha1(ident.encode()).hexdigest()[:16]}  # the key caches were written under
     capped = {whisper.CachedTranscriber(o, cache).model_key
               for o in (AsrOptions(max_temperature=0.4, best_of=5), AsrOptions(best_of=2), AsrOptions())}
     assert AsrOptions().best_of == 1
     assert len(capped) == 3 and not capped & keys
+    # the verifier's seeking, and the other new fields away from their old values, are new keys too
+    others = {whisper.CachedTranscriber(o, cache).model_key
+              for o in (AsrOptions(best_of=5, seek=True), AsrOptions(best_of=5, prompt_windows=False),
+                        AsrOptions(best_of=5, logprob_threshold=None))}
+    assert len(others) == 3 and not others & (keys | capped)
 
 
 def test_the_decoder_gets_the_fallback_it_is_given(monkeypatch):
@@ -365,3 +371,90 @@ def test_uncovered_speech_is_speech_no_word_covers():
     words = [("a", 1.0, 1.5, 1.0), ("b", 1.6, 2.0, 1.0), ("c", 9.0, 9.5, 1.0)]
     gaps = uncovered_speech(audio, 16000, words, regions=[(0.8, 12.0), (20.0, 20.5)])
     assert gaps == [(2.3, 8.7), (9.8, 12.0)]  # words padded by 0.3 s; a region under 1 s is no gap
+
+
+def test_speech_stretches_join_short_pauses_and_seek_chunks_cover_them():
+    from deid_speech.asr.whisper import seek_chunks, speech_stretches
+
+    assert speech_stretches([(0.0, 2.0), (2.5, 4.0), (6.0, 7.0)], 1.0) == [(0.0, 4.0), (6.0, 7.0)]
+    rng = np.random.default_rng(0)
+    audio = rng.normal(0, 0.1, 100 * 16000).astype(np.float32)
+    audio[int(61.5 * 16000): int(62.5 * 16000)] *= 0.001  # a quiet second inside the long stretch
+    stretches = [(0.0, 10.0), (12.0, 20.0), (25.0, 95.0)]
+    chunks = seek_chunks(audio, stretches, chunk_s=40.0)
+    for lo, hi, clips in chunks:
+        assert hi - lo <= 40.0 + 1e-6
+        assert clips[0][0] == 0.0 and abs(clips[-1][1] - (hi - lo)) < 1e-9
+        assert all(0 <= a < b <= hi - lo + 1e-9 for a, b in clips)
+    # whole stretches packed, the 70 s one cut (at its quiet second among others), nothing lost or doubled
+    assert chunks[0][2] == [(0.0, 10.0), (12.0, 20.0)]
+    covered = [(lo + a, lo + b) for lo, _, clips in chunks for a, b in clips]
+    assert covered[:2] == stretches[:2] and covered[2][0] == 25.0 and covered[-1][1] == 95.0
+    assert all(x[1] == y[0] for x, y in zip(covered[2:], covered[3:]))
+    assert len(covered) >= 4
+
+
+def test_seeking_decodes_the_stretches_and_drops_a_window_that_loops(monkeypatch):
+    """``seek``: faster-whisper's own loop over the speech stretches (clip_timestamps), no
+    prompt; a 30 s window whose decoding still loops after the fallback is dropped and its
+    speech left to the uncovered-speech pass, never kept as words."""
+    import deid_speech.asr.whisper as whisper
+    from deid_speech.asr.models import ResolvedModel
+
+    monkeypatch.setattr(whisper, "speech_regions", lambda audio, options=None: [(1.0, 20.0), (20.5, 50.0)])
+    Seg = type("Seg", (), {})
+    Word = type("Word", (), {})
+
+    def seg(a, b, ratio, text):
+        s = Seg()
+        s.start, s.end, s.compression_ratio = a, b, ratio
+        s.words = []
+        for i in range(int(b - a)):
+            w = Word()
+            w.word, w.start, w.end, w.probability = f" {text}{i}", a + i, a + i + 0.5, 0.9
+            s.words.append(w)
+        return s
+
+    seen = []
+
+    class Model:
+        model = type("Ct2", (), {"fresh": lambda self: None, "is_multilingual": False})()
+
+        def transcribe(self, audio, **kw):
+            seen.append((len(audio) / 16000, kw["clip_timestamps"], kw["initial_prompt"]))
+            if kw["clip_timestamps"] != "0":  # the seeking pass: the second 30 s window loops
+                return iter([seg(0.0, 29.0, 1.4, "w"), seg(29.0, 49.0, 9.0, "-0")]), None
+            return iter([seg(0.0, len(audio) / 16000, 1.2, "again")]), None  # the uncovered stretch
+
+    t = whisper.Transcriber.__new__(whisper.Transcriber)
+    t.options, t._model, t._lock = AsrOptions(seek=True), Model(), whisper._DECODING
+    t.resolved = ResolvedModel("ct2", Path("."), "x")
+    tr = t.transcribe(np.zeros(60 * 16000, np.float32))
+    assert seen[0] == (49.0, [0.0, 49.0], None)  # one pass over the two regions as one stretch, no prompt
+    assert "-0" not in tr.text and tr.words[0].text.strip() == "w0" and tr.words[0].start == 1.0  # call times
+    assert any(w.text.startswith("again") for w in tr.words)  # the dropped window's speech decoded again
+    assert len(seen) >= 2 and all(s[1] == "0" for s in seen[1:])
+    starts = [w.start for w in tr.words]
+    assert starts == sorted(starts)
+
+
+@pytest.mark.model
+def test_seeking_transcribes_the_example_like_the_windows_do():
+    from deid_speech.asr.whisper import Transcriber, uncovered_speech
+    from deid_speech.audio import load
+
+    audio = load(EXAMPLE).mono16k()
+    windowed = Transcriber(AsrOptions()).transcribe(audio)
+    seeking = Transcriber(AsrOptions(seek=True)).transcribe(audio)
+    for x, y in zip(seeking.words, seeking.words[1:]):
+        assert x.start <= y.start
+        assert min(x.end, y.end) - max(x.start, y.start) <= 0.5 * min(x.end - x.start, y.end - y.start) + 1e-6
+    assert uncovered_speech(audio, 16000, seeking.words) == []
+    import difflib
+    import re
+
+    def words(t):
+        return [w for w in re.findall(r"[a-z']+", t.text.lower()) if len(w) > 2]
+
+    ratio = difflib.SequenceMatcher(a=words(windowed), b=words(seeking)).ratio()
+    assert ratio > 0.8, ratio

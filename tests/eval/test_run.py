@@ -187,10 +187,8 @@ def test_asr_cache_decodes_a_manifest_once_across_evaluations(manifest: Path, tm
     assert results[0]["systems"] == results[1]["systems"]
 
 
-@pytest.mark.model
-def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
-    """`eval --asr-option KEY=VALUE` decodes with those AsrOptions fields and records them;
-    a bad pair is a one-line error before anything is decoded."""
+def _record_asr_options(monkeypatch) -> list:
+    """Whisper replaced by FakeAsr; the list collects the AsrOptions of each one built."""
     import deid_speech.asr.whisper as whisper
 
     given = []
@@ -200,6 +198,24 @@ def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path:
             given.append(options)
 
     monkeypatch.setattr(whisper, "Transcriber", OptionsAsr)
+    return given
+
+
+def _assert_refused(argv: list[str], why: str, manifest: Path, tmp_path: Path, capsys, given: list) -> None:
+    """`eval ARGV` is a one-line error saying ``why``, before anything is decoded or written."""
+    given.clear()
+    assert main(["eval", "--manifest", str(manifest), *argv, "--out-dir", str(tmp_path / "bad"),
+                 "--progress", "off"]) == 1
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not given and not (tmp_path / "bad").exists()
+
+
+@pytest.mark.model
+def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """`eval --asr-option KEY=VALUE` decodes with those AsrOptions fields and records them;
+    a bad pair is a one-line error before anything is decoded."""
+    given = _record_asr_options(monkeypatch)
     out = tmp_path / "o"
     assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--ner-model", "none",
                  "--asr-option", "max_temperature=0.4", "--asr-option", "fallback=false",
@@ -211,12 +227,26 @@ def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path:
     for bad, why in (("best_of=two", "best_of takes a value of type int"), ("temperature=0.2", "expected KEY=VALUE"),
                      ("model=base", "expected KEY=VALUE"), ("best_of=0", "must be >= 1"),
                      ("fallback=maybe", "fallback takes a value of type bool")):
-        given.clear()
-        assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--asr-option", bad,
-                     "--out-dir", str(tmp_path / "bad"), "--progress", "off"]) == 1
-        err = capsys.readouterr().err
-        assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-        assert not given and not (tmp_path / "bad").exists()
+        _assert_refused(["--system", "cascade", "--asr-option", bad], why, manifest, tmp_path, capsys, given)
+
+
+@pytest.mark.model
+def test_verifier_options_reach_the_second_decoder_only(manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """`eval --verifier-option KEY=VALUE` decodes cascade+verify's second opinion with those
+    fields (on top of its own best_of 5), the first pass with --asr-option's; it is refused,
+    in one line, where no Whisper verifier runs."""
+    given = _record_asr_options(monkeypatch)
+    out = tmp_path / "o"
+    assert main(["eval", "--manifest", str(manifest), "--system", "cascade,cascade+verify", "--ner-model", "none",
+                 "--asr-option", "best_of=2", "--verifier-option", "seek=true", "--out-dir", str(out),
+                 "--progress", "off"]) == 0
+    assert sorted((o.model, o.best_of, o.seek) for o in given) == [("tiny.en", 2, False), ("tiny.en-sg", 5, True)]
+    assert json.loads((out / "results.json").read_text())["verifier_options"] == {"seek": True}
+    capsys.readouterr()
+    for argv, why in ((["--system", "cascade", "--verifier-option", "seek=true"], "use it with --system cascade+verify"),
+                      (["--system", "cascade+verify", "--verifier-option", "seek=often"],
+                       "--verifier-option 'seek=often': seek takes a value of type bool")):
+        _assert_refused(argv, why, manifest, tmp_path, capsys, given)
 
 
 def test_device_option_is_checked(manifest: Path, tmp_path: Path, capsys) -> None:

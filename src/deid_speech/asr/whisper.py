@@ -51,6 +51,12 @@ class AsrOptions:
     best_of: int = 1
     batch_size: int = 8  # batched: windows decoded together
     timestamps: bool = True  # batched: write timestamp tokens too (dev calls, greedy: leak 47 % without, 39 % with)
+    logprob_threshold: float | None = -1.0  # the fallback also redoes a window whose mean token
+    # log-probability is lower (Whisper's default -1.0); None: only a window that loops
+    seek: bool = False  # one pass over the speech stretches, Whisper seeking from segment to segment
+    # (faster-whisper's own long-form loop, no prompt) instead of windows cut at pauses (CTranslate2
+    # models, not batched; an openai-whisper checkpoint decodes windows)
+    prompt_windows: bool = True  # one window at a time: the words before a window are its prompt
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
     # decoded again (as a looping one is); None: only a window that loops is
     window_s: float = 27.0  # a cut piece of speech is decoded with overlap_s more on each side
@@ -84,10 +90,11 @@ class AsrOptions:
 
     @classmethod
     def second_opinion(cls, **kw) -> AsrOptions:
-        """The verifier's decoding (``--verify``): five samples per fallback temperature. It
-        rarely falls back, so they cost little, and with one the benchmark's dev leak rose
-        from 3.1 to 3.5 % (docs/results.md §0j)."""
-        return cls(**{"best_of": 5, **kw})
+        """The verifier's decoding (``--verify``): faster-whisper's own seeking over the speech
+        (``seek``; half the time of the windows on the 110 s call, the same dev leak over four
+        draws, docs/results.md §0k) and five samples per fallback temperature (with one, the
+        dev leak rose from 3.1 to 3.5 %, §0j)."""
+        return cls(**{"best_of": 5, "seek": True, **kw})
 
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
@@ -201,6 +208,42 @@ class Window(NamedTuple):
     own: tuple[float, float]
 
 
+def speech_stretches(regions: list[tuple[float, float]], skip_silence_s: float) -> list[tuple[float, float]]:
+    """The speech ``regions`` joined where the pause between them is shorter than ``skip_silence_s``."""
+    out: list[list[float]] = []
+    for a, b in regions:
+        if out and a - out[-1][1] < skip_silence_s:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+SEEK_CHUNK_S = 300.0  # seeking: the call is decoded this much audio at a time (memory flat in its length)
+
+
+def seek_chunks(audio: np.ndarray, stretches: list[tuple[float, float]], chunk_s: float = SEEK_CHUNK_S,
+                sr: int = MODEL_RATE) -> list[tuple[float, float, list[tuple[float, float]]]]:
+    """Pieces of at most ``chunk_s`` of audio, each ``(lo, hi, clips)``: the speech stretches
+    inside it as clip times relative to ``lo``. Whole stretches are packed together; one longer
+    than a piece is cut at its quietest points (:func:`cut_points`)."""
+    parts: list[tuple[float, float]] = []
+    for a, b in stretches:
+        if b - a <= chunk_s:
+            parts.append((a, b))
+            continue
+        cuts = [a + c for c in cut_points(audio[int(a * sr): int(b * sr)], sr, chunk_s)]
+        cuts[-1] = b
+        parts += list(zip(cuts, cuts[1:]))
+    chunks: list[list[tuple[float, float]]] = []
+    for a, b in parts:
+        if chunks and b - chunks[-1][0][0] <= chunk_s:
+            chunks[-1].append((a, b))
+        else:
+            chunks.append([(a, b)])
+    return [(c[0][0], c[-1][1], [(a - c[0][0], b - c[0][0]) for a, b in c]) for c in chunks]
+
+
 def plan_windows(audio: np.ndarray, regions: list[tuple[float, float]], window_s: float, overlap_s: float,
                  skip_silence_s: float, sr: int = MODEL_RATE) -> list[Window]:
     """Windows over the speech ``regions`` of ``audio``: regions closer than
@@ -211,12 +254,7 @@ def plan_windows(audio: np.ndarray, regions: list[tuple[float, float]], window_s
     context on each side (``window_s + 2 * overlap_s`` fits one Whisper window). The owned
     parts tile the whole call: a boundary between windows sits in the middle of the pause."""
     total = len(audio) / sr
-    stretches: list[list[float]] = []
-    for a, b in regions:
-        if stretches and a - stretches[-1][1] < skip_silence_s:
-            stretches[-1][1] = max(stretches[-1][1], b)
-        else:
-            stretches.append([a, b])
+    stretches = speech_stretches(regions, skip_silence_s)
     pieces: list[tuple[float, float, bool, bool]] = []  # (lo, hi, cut inside speech at lo, at hi)
     for a, b in stretches:
         if b - a <= window_s:
@@ -311,17 +349,17 @@ class Transcriber:
             raise DeidError(f"cannot load Whisper model {r.path}: {str(e).splitlines()[0] if str(e) else e}") from None
 
     def _decode(self, audio: np.ndarray, prompt: str | None = None, fallback: bool = False,
-                ) -> tuple[list[RawWord], list[tuple[float, float]]]:
+                clips: list[float] | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
         """One clip on its own, with beam search and the prompt: each window in the default
         mode (``fallback``: Whisper's temperature fallback too); in the batched mode, a
         window whose batched decoding looped twice, with beam 5 and no fallback (on the
         dev call that needed it, the fallback took 7.9 s to return the words that
         temperature 0 gave in 2.4 s); speech no word covers, in both."""
         with self._lock, timing.stage("decoding"), one_blas_thread():
-            return self._decode_unlocked(audio, prompt, fallback)
+            return self._decode_unlocked(audio, prompt, fallback, clips)
 
     def _decode_unlocked(self, audio: np.ndarray, prompt: str | None, fallback: bool,
-                         ) -> tuple[list[RawWord], list[tuple[float, float]]]:
+                         clips: list[float] | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
         o = self.options
         beam = max(o.beam_size, 5) if o.batched else o.beam_size
         temperature = o.temperatures(fallback)
@@ -336,10 +374,13 @@ class Transcriber:
             segments, _ = self._model.transcribe(
                 audio, language=o.language if self._multilingual() else None, beam_size=beam,
                 word_timestamps=True, condition_on_previous_text=False, vad_filter=False,
-                initial_prompt=prompt or None, temperature=temperature, best_of=o.best_of)
+                initial_prompt=prompt or None, temperature=temperature, best_of=o.best_of,
+                log_prob_threshold=o.logprob_threshold, clip_timestamps=clips or "0")
             words: list[RawWord] = []
             segs: list[tuple[float, float]] = []
             for s in segments:
+                if clips and s.compression_ratio > MAX_COMPRESSION:
+                    continue  # seeking: a 30 s window that looped at every temperature
                 segs.append((s.start, s.end))
                 words.extend((w.word, w.start, w.end, w.probability) for w in (s.words or []))
             return words, segs
@@ -349,7 +390,7 @@ class Transcriber:
         result = self._model.transcribe(audio, language=o.language, beam_size=beam,
                                         word_timestamps=True, condition_on_previous_text=False,
                                         fp16=False, initial_prompt=prompt or None, temperature=temperature,
-                                        best_of=o.best_of)
+                                        best_of=o.best_of, logprob_threshold=o.logprob_threshold)
         words = [(w["word"], w["start"], w["end"], w.get("probability", 1.0))
                  for s in result["segments"] for w in s.get("words", [])]
         return words, [(s["start"], s["end"]) for s in result["segments"]]
@@ -399,11 +440,14 @@ class Transcriber:
         total = len(audio) / sr
         with timing.stage("vad"):
             regions = speech_regions(audio, o.vad)
-            windows = plan_windows(audio, regions, o.window_s, o.overlap_s, o.skip_silence_s)
+            seeking = o.seek and not o.batched and self.resolved.kind == "ct2"
+            windows = [] if seeking else plan_windows(audio, regions, o.window_s, o.overlap_s, o.skip_silence_s)
         words: list[RawWord] = []
         segs: list[Span] = []
         failed: list[tuple[float, float]] = []
-        if not o.batched or self.resolved.kind != "ct2":
+        if seeking:
+            self._seeking(audio, regions, words, segs, progress)
+        elif not o.batched or self.resolved.kind != "ct2":
             self._one_at_a_time(audio, windows, words, segs, failed, progress)
         else:
             self._in_batches(audio, windows, words, segs, failed, progress)
@@ -425,6 +469,23 @@ class Transcriber:
         segs.sort()
         return Transcript.from_words(words, segments=segs)
 
+    def _seeking(self, audio: np.ndarray, regions: list[tuple[float, float]], words: list[RawWord],
+                 segs: list[Span], progress) -> None:
+        """The speech stretches in faster-whisper's own long-form loop (``seek``): Whisper
+        seeks from the end of one decoded segment to the next 30 s window, with no prompt,
+        over the stretches only (``clip_timestamps``; pauses of ``skip_silence_s`` or more are
+        skipped). A 30 s window that loops at every temperature of the fallback is dropped
+        (:meth:`_decode_unlocked`): its speech is left to the uncovered-speech pass. At most
+        :data:`SEEK_CHUNK_S` of audio is decoded at a time."""
+        o, sr, total = self.options, MODEL_RATE, len(audio) / MODEL_RATE
+        for lo, hi, clips in seek_chunks(audio, speech_stretches(regions, o.skip_silence_s)):
+            flat = [round(x, 3) for ab in clips for x in ab]
+            dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], None, fallback=o.fallback, clips=flat)
+            words += [(t, a + lo, min(b + lo, total), p) for t, a, b, p in dw]
+            segs += [Span(a + lo, min(b + lo, total), source="asr") for a, b in ds if b + lo >= a + lo]
+            if progress:
+                progress(min(hi, total), total)
+
     def _one_at_a_time(self, audio: np.ndarray, windows: list[Window], words: list[RawWord], segs: list[Span],
                        failed: list[tuple[float, float]], progress) -> None:
         """Each window in order, with the words before it as its prompt (context across
@@ -435,7 +496,7 @@ class Transcriber:
         o, sr, total = self.options, MODEL_RATE, len(audio) / MODEL_RATE
         for w in windows:
             clip = audio[int(w.clip[0] * sr): int(w.clip[1] * sr)]
-            for prompt in (True, False):
+            for prompt in (True, False) if o.prompt_windows else (False,):
                 n, m = len(words), len(segs)
                 before = [x[0].strip() for x in words if x[2] <= w.own[0] + 1e-6][-PROMPT_WORDS:] if prompt else []
                 self._keep_owned(w, *self._decode(clip, " ".join(before), fallback=o.fallback), total, words, segs)
@@ -509,7 +570,8 @@ class Transcriber:
 
 # AsrOptions fields added after caches were written, with the values decoding had then: left
 # out of the cache key at those values, so a cache written before them stays valid
-_ADDED_LATER = {"max_temperature": 1.0, "best_of": 5}
+_ADDED_LATER = {"max_temperature": 1.0, "best_of": 5, "logprob_threshold": -1.0, "prompt_windows": True,
+                "seek": False}
 
 
 class CachedTranscriber:

@@ -33,6 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a decoding option of deid_speech.asr.whisper.AsrOptions (beam_size, fallback, "
                         "max_temperature, best_of, ...), to compare decodings; repeatable")
+    p.add_argument("--verifier-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="as --asr-option, for cascade+verify's second decoder (a Whisper verifier); repeatable")
     p.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
                    help="cascade+verify's second decoder, as `redact --verifier`: a Whisper model (default "
                         "%(default)s; its transcripts go to --asr-cache too) or e2e")
@@ -68,7 +70,7 @@ def _whisper(options, cache: Path | None):
     return CachedTranscriber(options, cache) if cache is not None else Transcriber(options)
 
 
-def asr_overrides(pairs: list[str]) -> dict:
+def asr_overrides(pairs: list[str], flag: str = "--asr-option") -> dict:
     """``KEY=VALUE`` pairs as AsrOptions fields, each value read as its field's type."""
     import dataclasses
 
@@ -80,7 +82,7 @@ def asr_overrides(pairs: list[str]) -> dict:
     for pair in pairs:
         key, eq, text = pair.partition("=")
         if not eq or key not in kinds:
-            raise DeidError(f"--asr-option {pair!r}: expected KEY=VALUE, KEY one of {', '.join(sorted(kinds))}")
+            raise DeidError(f"{flag} {pair!r}: expected KEY=VALUE, KEY one of {', '.join(sorted(kinds))}")
         kind, low = kinds[key], text.strip().lower()
         try:
             if kind == "bool":
@@ -92,11 +94,11 @@ def asr_overrides(pairs: list[str]) -> dict:
             else:
                 out[key] = {"int": int, "str": str}.get(kind, float)(text)
         except ValueError:
-            raise DeidError(f"--asr-option {pair!r}: {key} takes a value of type {kind}") from None
+            raise DeidError(f"{flag} {pair!r}: {key} takes a value of type {kind}") from None
     try:
         AsrOptions(**out)
     except ValueError as e:
-        raise DeidError(f"--asr-option: {e}") from None
+        raise DeidError(f"{flag}: {e}") from None
     return out
 
 
@@ -137,10 +139,13 @@ def run(args: argparse.Namespace) -> int:
             torch_device(args.device)  # no GPU: a one-line error, not a torch traceback
         e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device))
     extra = asr_overrides(args.asr_option)  # a bad pair fails before anything is loaded
+    if args.verifier_option and (not verifying or args.verifier == "e2e"):
+        raise DeidError("--verifier-option is a Whisper verifier's decoding: use it with --system cascade+verify")
+    second_extra = asr_overrides(args.verifier_option, "--verifier-option")
     items = load_manifest(args.manifest, args.aligner, args.limit)
     if not items:
         raise DeidError(f"{args.manifest}: no records")
-    asr = None
+    asr = second = None
     if args.predictions is not None:
         preds = predictions_from_dir(args.predictions, items)
     else:
@@ -151,11 +156,10 @@ def run(args: argparse.Namespace) -> int:
             opts = (AsrOptions.fast(model=args.asr_model, **extra) if args.fast_asr
                     else AsrOptions(model=args.asr_model, **extra))
             asr = _whisper(opts, args.asr_cache)
-        second = None
         if verifying and args.verifier != "e2e":
             from deid_speech.asr.whisper import AsrOptions
 
-            second = _whisper(AsrOptions.second_opinion(model=args.verifier), args.asr_cache)
+            second = _whisper(AsrOptions.second_opinion(model=args.verifier, **second_extra), args.asr_cache)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
                                    verifier=args.verifier, verifier_asr=second)
@@ -172,6 +176,11 @@ def run(args: argparse.Namespace) -> int:
                                 "decoding_s": round(asr.decoding_s, 2)}
     if verifying:
         results["verifier"] = args.verifier
+    if args.asr_cache is not None and second is not None:
+        results["verifier_cache"] = {"hits": second.hits, "decoded": second.misses,
+                                     "decoding_s": round(second.decoding_s, 2)}
+    if args.verifier_option:
+        results["verifier_options"] = second_extra
     if e2e is not None:
         results["e2e_model"] = str(e2e.options.model)
         results["e2e_device"] = args.device
