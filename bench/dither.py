@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
     from deid_speech.eval.cli import asr_overrides
     from deid_speech.eval.run import evaluate, load_manifest, system_predictions
+    from deid_speech.systems import VERIFIER
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--manifest", type=Path, required=True)
@@ -66,8 +67,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     if args.draws < 1:
         p.error("--draws must be at least 1")
-    first_opts = AsrOptions(**asr_overrides(args.asr_option))
-    second_opts = AsrOptions.second_opinion(model="tiny.en-sg", **asr_overrides(args.verifier_option, "--verifier-option"))
+    first_extra = asr_overrides(args.asr_option)
+    second_extra = asr_overrides(args.verifier_option, "--verifier-option")
+    first_opts = AsrOptions(**first_extra)
+    second_opts = AsrOptions.second_opinion(model=VERIFIER, **second_extra)
     make = (lambda o: CachedTranscriber(o, args.asr_cache)) if args.asr_cache else Transcriber
     first, second = make(first_opts), make(second_opts)
     items = load_manifest(args.manifest)
@@ -89,8 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
             summary[s][k] = {"mean": round(statistics.mean(xs), 3),
                              "sd": round(statistics.stdev(xs), 3) if len(xs) > 1 else 0.0, "draws": xs}
     result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": AMPLITUDE,
-              "asr_options": asr_overrides(args.asr_option),
-              "verifier_options": asr_overrides(args.verifier_option, "--verifier-option"),
+              "asr_options": first_extra, "verifier_options": second_extra,
               "command": "python bench/dither.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "summary": summary}
     report(result, args.out)

@@ -219,6 +219,15 @@ def speech_stretches(regions: list[tuple[float, float]], skip_silence_s: float) 
     return [(a, b) for a, b in out]
 
 
+def cut_stretch(audio: np.ndarray, a: float, b: float, piece_s: float, sr: int = MODEL_RATE,
+                ) -> list[tuple[float, float]]:
+    """The stretch ``a``-``b`` of ``audio`` cut at its quietest points (:func:`cut_points`)
+    into consecutive pieces of at most ``piece_s``, from ``a`` to exactly ``b``."""
+    cuts = [a + c for c in cut_points(audio[int(a * sr): int(b * sr)], sr, piece_s)]
+    cuts[-1] = b
+    return list(zip(cuts, cuts[1:]))
+
+
 SEEK_CHUNK_S = 300.0  # seeking: the call is decoded this much audio at a time (memory flat in its length)
 
 
@@ -226,15 +235,13 @@ def seek_chunks(audio: np.ndarray, stretches: list[tuple[float, float]], chunk_s
                 sr: int = MODEL_RATE) -> list[tuple[float, float, list[tuple[float, float]]]]:
     """Pieces of at most ``chunk_s`` of audio, each ``(lo, hi, clips)``: the speech stretches
     inside it as clip times relative to ``lo``. Whole stretches are packed together; one longer
-    than a piece is cut at its quietest points (:func:`cut_points`)."""
+    than a piece is cut at its quietest points (:func:`cut_stretch`)."""
     parts: list[tuple[float, float]] = []
     for a, b in stretches:
         if b - a <= chunk_s:
             parts.append((a, b))
             continue
-        cuts = [a + c for c in cut_points(audio[int(a * sr): int(b * sr)], sr, chunk_s)]
-        cuts[-1] = b
-        parts += list(zip(cuts, cuts[1:]))
+        parts += cut_stretch(audio, a, b, chunk_s, sr)
     chunks: list[list[tuple[float, float]]] = []
     for a, b in parts:
         if chunks and b - chunks[-1][0][0] <= chunk_s:
@@ -260,10 +267,8 @@ def plan_windows(audio: np.ndarray, regions: list[tuple[float, float]], window_s
         if b - a <= window_s:
             pieces.append((a, b, False, False))
             continue
-        cuts = [a + c for c in cut_points(audio[int(a * sr): int(b * sr)], sr, window_s)]
-        cuts[-1] = b
-        n = len(cuts) - 1
-        pieces += [(x, y, k > 0, k < n - 1) for k, (x, y) in enumerate(zip(cuts, cuts[1:]))]
+        cut = cut_stretch(audio, a, b, window_s, sr)
+        pieces += [(x, y, k > 0, k < len(cut) - 1) for k, (x, y) in enumerate(cut)]
     groups: list[list[tuple[float, float, bool, bool]]] = []
     for p in pieces:  # whole stretches are packed together; a piece of a cut stretch is a window alone
         g = groups[-1] if groups else None
@@ -482,7 +487,7 @@ class Transcriber:
             flat = [round(x, 3) for ab in clips for x in ab]
             dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], None, fallback=o.fallback, clips=flat)
             words += [(t, a + lo, min(b + lo, total), p) for t, a, b, p in dw]
-            segs += [Span(a + lo, min(b + lo, total), source="asr") for a, b in ds if b + lo >= a + lo]
+            segs += [Span(a + lo, min(b + lo, total), source="asr") for a, b in ds if b >= a]
             if progress:
                 progress(min(hi, total), total)
 
