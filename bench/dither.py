@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--draws", type=int, default=4, help="draw 0 (the audio itself) and draws-1 dithered ones")
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verifier-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--uncovered", choices=("beep", "warn"), default="beep",
+                   help="speech no word covers: beeped as redact does (beep), or not (warn)")
     p.add_argument("--asr-cache", type=Path, default=None)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> dict:
     draws = []
     for d in range(args.draws):
         r = evaluate(items, system_predictions(["cascade", "cascade+verify"], items, asr=Dithered(first, d),
-                                               ner_model="default", verifier_asr=Dithered(second, d)))
+                                               ner_model="default", verifier_asr=Dithered(second, d),
+                                               uncovered=args.uncovered))
         row = {s: {"leak": round(100 * v["audio_leak"]["leaked_duration"], 2),
                    "over_redaction": round(100 * v["audio_leak"]["over_redaction"], 2),
                    "recall": round(v["timestamp_overlap"]["overall"]["recall"], 3)} for s, v in r["systems"].items()}
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
             summary[s][k] = {"mean": round(statistics.mean(xs), 3),
                              "sd": round(statistics.stdev(xs), 3) if len(xs) > 1 else 0.0, "draws": xs}
     result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": AMPLITUDE,
-              "asr_options": first_extra, "verifier_options": second_extra,
+              "asr_options": first_extra, "verifier_options": second_extra, "uncovered": args.uncovered,
               "command": "python bench/dither.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "summary": summary}
     report(result, args.out)

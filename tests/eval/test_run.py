@@ -155,6 +155,43 @@ def test_systems_share_one_transcript_and_differ_in_detection(manifest: Path) ->
     assert "[EMAIL_1]" in preds["cascade"].redacted_transcript
 
 
+class HalfHeard:
+    """A recogniser that stops after the cue: the name after it is heard as nothing."""
+    name = "half"
+
+    def transcribe(self, audio, progress=None) -> Transcript:
+        return Transcript.from_words([("ok", 0.0, 0.3), ("my", 0.4, 0.6), ("name", 0.6, 0.8), ("is", 0.8, 1.0)])
+
+
+@pytest.mark.model
+def test_speech_no_word_covers_is_beeped_as_redact_beeps_it(manifest: Path, tmp_path: Path, monkeypatch,
+                                                             capsys) -> None:
+    """redact beeps speech that got no words (--uncovered beep, its default); the evaluation
+    scores the same audio, so a name the recogniser dropped is not counted as a leak, and
+    the beeped speech counts as over-redaction where it is not PII."""
+    import deid_speech.asr.whisper as whisper
+
+    monkeypatch.setattr(whisper, "speech_regions", lambda audio, options=None: [(0.0, 3.0)])
+    items = load_manifest(manifest)[:1]
+    items[0].entities = [Span(1.3, 2.3, "PERSON")]
+    items[0].words = Transcript.from_words([("ok", 0.0, 0.3), ("my", 0.4, 0.6), ("name", 0.6, 0.8),
+                                            ("is", 0.8, 1.0), ("Tan", 1.3, 2.3), ("lah", 2.5, 3.0)]).words
+    scores = {}
+    for action in ("beep", "warn"):
+        (_, _, preds), = list(system_predictions(["cascade"], items, asr=HalfHeard(), uncovered=action))
+        assert preds["cascade"].spans == []  # nothing found in the text: only the blank can help
+        assert preds["cascade"].blanked == ([(1.3, 3.0)] if action == "beep" else [])
+        scores[action] = evaluate(items, iter([(items[0], 5.0, preds)]))["systems"]["cascade"]["audio_leak"]
+    assert scores["beep"]["leaked_duration"] == 0.0 and scores["warn"]["leaked_duration"] == 1.0
+    # "lah" (0.5 s of the 1.4 s of other speech) was beeped too
+    assert scores["beep"]["over_redaction"] == pytest.approx(0.5 / 1.4, abs=1e-3)
+    assert scores["warn"]["over_redaction"] == 0.0
+    with pytest.raises(DeidError, match="beep or warn"):
+        list(system_predictions(["cascade"], items, asr=HalfHeard(), uncovered="fail"))
+    _assert_refused(["--predictions", str(tmp_path), "--uncovered", "warn"], "--uncovered is for systems run here",
+                    manifest, tmp_path, capsys, [])
+
+
 @pytest.mark.model
 def test_asr_cache_decodes_a_manifest_once_across_evaluations(manifest: Path, tmp_path: Path, monkeypatch) -> None:
     """`eval --asr-cache`: a second evaluation (another NER model, say) reads every
@@ -221,8 +258,9 @@ def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path:
                  "--asr-option", "max_temperature=0.4", "--asr-option", "fallback=false",
                  "--asr-option", "retry_logprob=-1.5", "--out-dir", str(out), "--progress", "off"]) == 0
     assert [(o.max_temperature, o.fallback, o.retry_logprob, o.best_of) for o in given] == [(0.4, False, -1.5, 1)]
-    assert json.loads((out / "results.json").read_text())["asr_options"] == {
-        "max_temperature": 0.4, "fallback": False, "retry_logprob": -1.5}
+    results = json.loads((out / "results.json").read_text())
+    assert results["asr_options"] == {"max_temperature": 0.4, "fallback": False, "retry_logprob": -1.5}
+    assert results["uncovered_action"] == "beep"  # as redact's default
     capsys.readouterr()
     for bad, why in (("best_of=two", "best_of takes a value of type int"), ("temperature=0.2", "expected KEY=VALUE"),
                      ("model=base", "expected KEY=VALUE"), ("best_of=0", "must be >= 1"),

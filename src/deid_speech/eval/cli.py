@@ -57,6 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--padding", type=float, default=None, help="set --pad-before and --pad-after together")
     p.add_argument("--merge-gap", type=float, default=MERGE_GAP,
                    help="redactions closer than this are joined (%(default)s, as redact)")
+    p.add_argument("--uncovered", choices=("beep", "warn"), default=None,
+                   help="speech that no transcribed word covers: beeped, as redact does by default (beep, "
+                        "the default), or left out of the redaction (warn: the detectors alone)")
     p.add_argument("--limit", type=int, default=None, help="score only the first N records")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
@@ -142,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
     if args.verifier_option and (not verifying or args.verifier == "e2e"):
         raise DeidError("--verifier-option is a Whisper verifier's decoding: use it with --system cascade+verify")
     second_extra = asr_overrides(args.verifier_option, "--verifier-option")
+    if args.predictions is not None and args.uncovered is not None:
+        raise DeidError("--uncovered is for systems run here: saved outputs say what redact beeped")
+    uncovered = args.uncovered or "beep"
     items = load_manifest(args.manifest, args.aligner, args.limit)
     if not items:
         raise DeidError(f"{args.manifest}: no records")
@@ -162,13 +168,15 @@ def run(args: argparse.Namespace) -> int:
             second = _whisper(AsrOptions.second_opinion(model=args.verifier, **second_extra), args.asr_cache)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
-                                   verifier=args.verifier, verifier_asr=second)
+                                   verifier=args.verifier, verifier_asr=second, uncovered=uncovered)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
         results = evaluate(items, preds, progress=lambda k: bar.update(1))
     results["manifest"] = str(args.manifest)
     results["asr_model"] = "(saved outputs)" if args.predictions else args.asr_model
     results["ner_model"] = args.ner_model
+    if args.predictions is None:
+        results["uncovered_action"] = uncovered
     if args.asr_option:
         results["asr_options"] = extra
     if args.asr_cache is not None and asr is not None:

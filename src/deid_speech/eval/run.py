@@ -134,19 +134,26 @@ class SystemScore:
 
 def system_predictions(names: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
                        options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
-                       e2e=None, verifier: str = VERIFIER, verifier_asr=None,
+                       e2e=None, verifier: str = VERIFIER, verifier_asr=None, uncovered: str = "beep",
                        ) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
     (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
     ``e2e+patterns`` are their own ASR: one end-to-end model (``e2e_model``, default the
     shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
     ``e2e+patterns`` also runs the pattern detectors over. ``cascade+verify``'s second decoder
-    is the e2e model, or the Whisper model ``verifier`` (``verifier_asr``: a ready one)."""
+    is the e2e model, or the Whisper model ``verifier`` (``verifier_asr``: a ready one).
+    ``uncovered="beep"`` (``redact``'s default): speech that no word of a system's transcript
+    covers is beeped too (:attr:`Prediction.blanked`), as ``redact`` beeps it; ``"warn"``:
+    the spans alone."""
     from deid_speech import systems
-    from deid_speech.audio import load
+    from deid_speech.asr.whisper import speech_regions, uncovered_speech
+    from deid_speech.audio import for_recognition, load
+    from deid_speech.pipeline import UNCOVERED_ACTIONS
     from deid_speech.pipeline import RedactConfig, Redactor
     from deid_speech.redact import redact_text
 
+    if uncovered not in ("beep", "warn"):
+        raise DeidError(f"uncovered must be beep or warn in an evaluation (redact knows {', '.join(UNCOVERED_ACTIONS)})")
     redactors = {}
     verifying = None  # cascade+verify: the cascade's spans, then the e2e model's second opinion
     for s in names:  # one ASR model, shared by the transcript-reading systems; one e2e tagger
@@ -175,18 +182,28 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
             audio = load(item.audio)
         except DeidError as exc:
             raise DeidError(f"{item.id}: {exc}") from None
-        mono = audio.mono16k()
+        mono = for_recognition(audio.mono16k())  # as redact hears it
         tr = shared.asr.recognize(mono).transcript if shared is not None else None
         tagged = tagger.recognize(mono) if tagger is not None else None
+        regions = speech_regions(mono) if uncovered == "beep" else None
+        blanks = {}  # per transcript: what redact beeps because no word covers it
+
+        def blanked(t: Transcript) -> list[tuple[float, float]]:
+            if regions is None:
+                return []
+            if id(t) not in blanks:
+                blanks[id(t)] = uncovered_speech(mono, 16000, t.words, regions=regions)
+            return blanks[id(t)]
+
         out = {}
         for name, r in redactors.items():
             t, spans = (tagged.transcript, r.detect(tagged.transcript, tagged.spans)) if name in tagging else (
                 tr, r.detect(tr))
-            out[name] = Prediction(spans, t, redact_text(t, spans), options)
+            out[name] = Prediction(spans, t, redact_text(t, spans), options, blanked(t))
         if verifying is not None:
             first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
             spans = sorted(first + verifying.verify(mono, first))
-            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options)
+            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options, blanked(tr))
         yield item, audio.duration, out
 
 
