@@ -148,3 +148,33 @@ def test_an_account_after_a_bank_name_is_still_captured():
 def test_a_run_does_not_start_with_a_word_that_only_sounds_like_a_symbol(text, value):
     got = found(text)
     assert any(v == value for _, v in got), got
+
+
+@pytest.mark.parametrize("text,label,value", [
+    # a whole plate, said twice: the words after it are not more of it
+    ("the car plate S K V four one two seven X S K V four one two seven X registered for Saturday, six pm to "
+     "midnight", "CAR_PLATE", "S K V four one two seven X S K V four one two seven X"),
+    ("my IC is S nine one two three four five six A, remember for the form, two copies", "NRIC",
+     "S nine one two three four five six A"),
+    ("phone number nine one two three four five six seven, call after two", "PHONE",
+     "nine one two three four five six seven"),
+    # a self-correction still goes on after a whole number: the corrected one is said next
+    ("phone number nine one two three four five six seven, sorry, nine one two three four five seven six", "PHONE",
+     "nine one two three four five six seven, sorry, nine one two three four five seven six"),
+    # before the run is whole, stray words may still stand inside it
+    ("phone number 81 is the one 47 behind 22", "PHONE", "81 is the one 47 behind 22"),
+])
+def test_a_run_that_holds_a_whole_entity_ends_at_the_next_plain_word(text, label, value):
+    assert (label, value) in found(text)
+
+
+@pytest.mark.parametrize("text,label,value", [
+    ("the plate is S K V four one two X Saturday six pm", "CAR_PLATE", "S K V four one two X"),
+    ("account number five six seven eight nine, pay ten dollars", "BANK_ACCOUNT", "five six seven eight nine"),
+])
+def test_a_unit_or_time_word_ends_a_run_and_takes_its_own_number(text, label, value):
+    assert set(found(text)) == {(label, value)}
+
+
+def test_a_unit_that_reads_as_letters_starts_no_run():
+    assert found("see you at ten a.m. then") == [] and found("my phone is p.m. okay") == []

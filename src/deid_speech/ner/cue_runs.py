@@ -26,7 +26,12 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    digit groups such as ".1" do not end it), a comma followed by a non-identifier word,
    a stop word ("and" before a non-identifier, "then", "thanks", "okay", "but", "so", ...),
    another cue word (it announces an entity of its own: "transfer I need your DBS account",
-   "A, Mastercard ending ..."), or after :data:`MAX_RUN` tokens.
+   "A, Mastercard ending ..."), or after :data:`MAX_RUN` tokens. Once it holds a whole
+   entity of its label (:data:`MAX_SYMBOLS`: plate 8, NRIC 9, phone 10, ...), a stray or
+   doubted word ends it too: "S K V four one two seven X, registered for Saturday ..." is
+   no longer one plate. A unit or time word ("pm", "dollars") ends it, and the digits
+   just before it are no part of it when other words separate them from the run ("... X
+   registered for Saturday six pm" ends at "X").
 4. The run is reported under the cue's label when it holds at least
    :data:`MIN_SYMBOLS` symbols for that label (phone 4, card 6, account 5, NRIC,
    passport and plate 3; a glued token such as "L864" counts each of its symbols), at
@@ -70,6 +75,9 @@ MAX_RUN = 24
 MAX_INSIDE = 2
 MIN_SYMBOLS = {"PHONE": 4, "CREDIT_CARD": 6, "BANK_ACCOUNT": 5, "NRIC": 3, "PASSPORT_NUM": 3,
                "CAR_PLATE": 3, "?": 4}
+# the most symbols one entity of a label holds ("+65 9123 4567"; 19-digit cards; "SKV4127X")
+MAX_SYMBOLS = {"PHONE": 10, "CREDIT_CARD": 19, "BANK_ACCOUNT": 16, "NRIC": 9, "PASSPORT_NUM": 9,
+               "CAR_PLATE": 8, "?": 19}
 # homophones of digits and letter names heard in a number read over a phone line, beyond the
 # ones the shared normalizer reads everywhere (spoken.DIGIT_HOMOPHONES, spoken.LETTER_NAMES:
 # "to", "for", "ate", "why", "see", "ess", ...); only inside a cue-anchored run (elsewhere
@@ -144,8 +152,11 @@ def _is_symbolic(w: Word) -> bool:
     return _symbol(w) is not None or clean_token(w.text) in REPEAT_WORDS
 
 
-def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> tuple[int, int, str] | None:
-    """(first, last, symbols) of the identifier run starting at or after ``start``."""
+def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
+         max_symbols: int = MAX_SYMBOLS["?"]) -> tuple[int, int, str] | None:
+    """(first, last, symbols) of the identifier run starting at or after ``start``; once it
+    holds ``max_symbols`` (a whole entity of its label), only symbols and self-corrections
+    continue it."""
     n = len(words)
     k = start
     lead = 0
@@ -160,23 +171,33 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> t
     if k >= n or lead > MAX_LEAD:
         return None
     first = last = k
-    symbols = ""
-    inside, repeat = 0, 1
+    parts: list[tuple[int, str]] = []  # (token, the symbols it added)
+    inside, repeat, group = 0, 1, k  # group: where the symbols just before k began
     while k < n and k - first < MAX_RUN:
         w = words[k]
         t = clean_token(w.text)
+        held = sum(len(x) for _, x in parts)
         if t in CUE_WORDS and k > first:
             break  # another cue: what follows is the entity it announces
-        if _is_symbolic(w) or (t in JOINERS and symbols):
+        if t in NON_PII_AFTER:  # "six pm", "two dollars": the number before it is no part of the run
+            if parts and parts[-1][0] == k - 1 and any(j < group for j, _ in parts):
+                parts = [(j, x) for j, x in parts if j < group]
+            break
+        if _is_symbolic(w) or (t in JOINERS and parts):
+            if not parts or parts[-1][0] != k - 1:
+                group = k
             sym = _symbol(w) or ""
-            symbols += sym[:1] * (repeat - 1) + sym
+            parts.append((k, sym[:1] * (repeat - 1) + sym))
             repeat = REPEAT_WORDS.get(t, 1)
-            last = k
             inside = 0
         elif t in STOPS or t in NON_PII_BEFORE or not t:
             break  # a look-alike's context word ("unit", "postal") starts something else
-        elif t in CORRECTIONS or w.prob < LOW_PROB:
-            pass  # "no wait", a doubted word: inside the run, no budget used
+        elif t in CORRECTIONS:
+            pass  # "no wait": inside the run, no budget used
+        elif held >= max_symbols:
+            break  # a whole entity already: what follows is something else
+        elif w.prob < LOW_PROB:
+            pass  # a doubted word: inside the run, no budget used
         elif inside >= max_inside:
             break
         else:
@@ -185,6 +206,10 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE) -> t
         if _ends_clause(w) or (w.text.rstrip().endswith(",") and not _goes_on(words, k + 1)):
             break
         k += 1
+    if not parts:
+        return None
+    last = parts[-1][0]
+    symbols = "".join(x for _, x in parts)
     # a run does not start with a word that is a symbol only by its sound ("I", "you", "for",
     # "it") when a plain word follows it: "the card I use is four eight ..." starts at "four"
     while first < last and clean_token(words[first].text) in SOUND_ONLY and not _is_symbolic(words[first + 1]):
@@ -324,7 +349,7 @@ class CueRunDetector:
                 if r:
                     out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "DATE", SCORE, self.name))
                 continue
-            run = _run(words, k + 1)
+            run = _run(words, k + 1, max_symbols=MAX_SYMBOLS[label])
             if run is None:
                 continue
             first, last, symbols = run
@@ -350,7 +375,11 @@ class CueRunDetector:
             if not _is_symbolic(words[k]) or tokens[k] in CUE_WORDS:  # no cue: "DBS", "IC" start nothing
                 k += 1
                 continue
-            first, last, symbols = _run(words, k, max_inside=1)
+            run = _run(words, k, max_inside=1)
+            if run is None:  # "a.m.": a unit, not a symbol
+                k += 1
+                continue
+            first, last, symbols = run
             digits = sum(c.isdigit() for c in symbols)
             bridged = any(not _is_symbolic(w) for w in words[first:last + 1])
             if digits >= 8 and bridged and not _vetoed(tokens, first, last):
