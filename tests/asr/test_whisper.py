@@ -171,8 +171,9 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
     found), otherwise they are in it: the default best_of 1 decodes afresh."""
     import deid_speech.asr.whisper as whisper
 
-    assert AsrOptions().temperatures(True) == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
-    assert AsrOptions(max_temperature=0.4).temperatures(True) == (0.0, 0.2, 0.4)
+    assert AsrOptions(max_temperature=1.0).temperatures(True) == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    assert AsrOptions().temperatures(True) == (0.0, 0.2, 0.4)  # the default since session 13
+    assert AsrOptions.second_opinion().temperatures(True)[-1] == 1.0
     assert AsrOptions(max_temperature=0.4).temperatures(False) == (0.0,)
     for bad in ({"max_temperature": 1.5}, {"max_temperature": -0.1}, {"best_of": 0}):
         with pytest.raises(ValueError):
@@ -180,7 +181,7 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
     monkeypatch.setattr(whisper, "Transcriber", _CountingTranscriber)
     cache = tmp_path / "asr.jsonl"
     keys = {whisper.CachedTranscriber(o, cache).model_key
-            for o in (AsrOptions(best_of=5), AsrOptions(max_temperature=1.0, best_of=5))}
+            for o in (AsrOptions(max_temperature=1.0, best_of=5), AsrOptions(max_temperature=1.0, best_of=5, seek=False))}
     assert len(keys) == 1
     import hashlib
     from dataclasses import asdict
@@ -197,8 +198,9 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
     assert len(capped) == 3 and not capped & keys
     # the verifier's seeking, and the other new fields away from their old values, are new keys too
     others = {whisper.CachedTranscriber(o, cache).model_key
-              for o in (AsrOptions(best_of=5, seek=True), AsrOptions(best_of=5, prompt_windows=False),
-                        AsrOptions(best_of=5, logprob_threshold=None))}
+              for o in (AsrOptions(max_temperature=1.0, best_of=5, seek=True),
+                        AsrOptions(max_temperature=1.0, best_of=5, prompt_windows=False),
+                        AsrOptions(max_temperature=1.0, best_of=5, logprob_threshold=None))}
     assert len(others) == 3 and not others & (keys | capped)
 
 

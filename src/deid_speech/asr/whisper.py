@@ -45,7 +45,8 @@ class AsrOptions:
     # on the held-out test calls it leaked more than one window at a time with the prompt)
     beam_size: int = 5
     fallback: bool = True  # Whisper's temperature fallback on an unsure window (without: dev leak 23.7 % not 20.0 %)
-    max_temperature: float = 1.0  # the fallback samples at 0.2, 0.4, ... up to this temperature
+    max_temperature: float = 0.4  # the fallback samples at 0.2, 0.4, ... up to this temperature (with
+    # the second opinion on, 0.6-1.0 bought no leak over four dev draws and cost the 110 s call 3.4 s, §0l)
     # the fallback's samples per temperature: 1 since the second opinion is on by default (5,
     # faster-whisper's default, bought no leak then and cost the 110 s call twice the time; §0j)
     best_of: int = 1
@@ -94,7 +95,7 @@ class AsrOptions:
         (``seek``; half the time of the windows on the 110 s call, the same dev leak over four
         draws, docs/results.md §0k) and five samples per fallback temperature (with one, the
         dev leak rose from 3.1 to 3.5 %, §0j)."""
-        return cls(**{"best_of": 5, "seek": True, **kw})
+        return cls(**{"best_of": 5, "seek": True, "max_temperature": 1.0, **kw})
 
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
