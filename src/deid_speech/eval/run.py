@@ -148,8 +148,7 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
     from deid_speech import systems
     from deid_speech.asr.whisper import speech_regions, uncovered_speech
     from deid_speech.audio import for_recognition, load
-    from deid_speech.pipeline import UNCOVERED_ACTIONS
-    from deid_speech.pipeline import RedactConfig, Redactor
+    from deid_speech.pipeline import UNCOVERED_ACTIONS, RedactConfig, Redactor
     from deid_speech.redact import redact_text
 
     if uncovered not in ("beep", "warn"):
@@ -185,25 +184,19 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
         mono = for_recognition(audio.mono16k())  # as redact hears it
         tr = shared.asr.recognize(mono).transcript if shared is not None else None
         tagged = tagger.recognize(mono) if tagger is not None else None
+        # what redact beeps because no word of the transcript covers it
         regions = speech_regions(mono) if uncovered == "beep" else None
-        blanks = {}  # per transcript: what redact beeps because no word covers it
-
-        def blanked(t: Transcript) -> list[tuple[float, float]]:
-            if regions is None:
-                return []
-            if id(t) not in blanks:
-                blanks[id(t)] = uncovered_speech(mono, 16000, t.words, regions=regions)
-            return blanks[id(t)]
-
+        blank_tr, blank_tag = ([uncovered_speech(mono, 16000, t.words, regions=regions) if t is not None else []
+                                for t in (tr, tagged and tagged.transcript)] if regions is not None else ([], []))
         out = {}
         for name, r in redactors.items():
             t, spans = (tagged.transcript, r.detect(tagged.transcript, tagged.spans)) if name in tagging else (
                 tr, r.detect(tr))
-            out[name] = Prediction(spans, t, redact_text(t, spans), options, blanked(t))
+            out[name] = Prediction(spans, t, redact_text(t, spans), options, blank_tag if name in tagging else blank_tr)
         if verifying is not None:
             first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
             spans = sorted(first + verifying.verify(mono, first))
-            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options, blanked(tr))
+            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options, blank_tr)
         yield item, audio.duration, out
 
 
