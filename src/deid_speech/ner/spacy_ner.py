@@ -57,6 +57,7 @@ NAME_CUES = (
                 r"ask for|looking for|spell(?:ed)?(?: as)?|account holder is|holder is|"
                 r"under the name(?: of)?|name on the \w+ is|appointment for|booking for|patient)\s+",
                 re.IGNORECASE), False),
+    (re.compile(r"\bpatient(?:'s name)? is\s+", re.IGNORECASE), True),  # "patient is QF", not "... is stable"
     (re.compile(r"\bmy (?:brother|sister|wife|husband|son|daughter|mother|father|mum|mom|dad|friend|"
                 r"colleague|boss|cousin|uncle|auntie|maid|helper)(?: is| called)?,?\s+", re.IGNORECASE), True),
 )
@@ -141,9 +142,10 @@ def load_spacy(name: str = DEFAULT_SPACY):
                         "or pass a trained pipeline folder") from None
 
 
-def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | None:
+def _name_after(text: str, pos: int, max_words: int = 4, initials: bool = False) -> tuple[int, int] | None:
     """Character range of a name starting at ``pos``: up to ``max_words`` name-like words,
-    joined through bin/binte/s/o/d/o."""
+    joined through bin/binte/s/o/d/o; ``initials``: it may start with single letters (after
+    a title: "Mr K Tan", and a garbled name written as letters, "auntie S D")."""
     words = list(re.finditer(r"[A-Za-z][A-Za-z'/-]*", text[pos:pos + 80]))
     end = None
     count = 0
@@ -153,7 +155,7 @@ def _name_after(text: str, pos: int, max_words: int = 4) -> tuple[int, int] | No
             break  # punctuation between two words ends the name
         if w in JOINERS and end is not None:
             continue
-        if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2):
+        if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2 and not (initials and w not in "ai")):
             break
         if count and m.group()[0].islower() and text[pos + words[0].start()].isupper():
             break  # "Auntie Mei Ling say ...": a capitalised name ends at a lower-case word
@@ -303,7 +305,7 @@ class SpacyDetector:
                 if r and (not capitalised or text[r[0]].isupper()):
                     add(*r, "PERSON", 0.7, "cue")
         for m in re.finditer(r"\b(" + "|".join(TITLES) + r")\.?,?\s+(?=[A-Za-z])", text, re.IGNORECASE):
-            r = _name_after(text, m.end(), max_words=3)
+            r = _name_after(text, m.end(), max_words=3, initials=True)
             if r:
                 add(m.start(), r[1], "PERSON", 0.75, "cue")
         for m in NAME_SLOT_CUES.finditer(text):
