@@ -262,7 +262,7 @@ class Redactor:
         """What :meth:`redact` finds, from the 16 kHz tracks alone (no audio written:
         ``audio`` is None); ``source``: the input's duration, rate and channel count."""
         from deid_speech import timing
-        from deid_speech.asr.whisper import uncovered_speech
+        from deid_speech.asr.whisper import BLANK_JOIN_S, uncovered_speech
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
@@ -277,7 +277,7 @@ class Redactor:
                 spans = merge_spans(spans + added)
             found += spans
             with timing.stage("vad"):
-                uncovered += uncovered_speech(mono, 16000, transcript.words)
+                uncovered += uncovered_speech(mono, 16000, transcript.words, join_s=BLANK_JOIN_S)
             per.append((channel, transcript, spans))
         if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]

@@ -375,6 +375,22 @@ def test_uncovered_speech_is_speech_no_word_covers():
     assert gaps == [(2.3, 8.7), (9.8, 12.0)]  # words padded by 0.3 s; a region under 1 s is no gap
 
 
+def test_what_redact_beeps_joins_uncovered_speech_across_a_short_pause_with_no_word_in_it():
+    """The VAD missed 1.3 s of an account number read between two stretches that got no
+    words: redact's blanks (join_s=BLANK_JOIN_S) take the pause too; a word between two
+    stretches keeps them apart (it was heard and checked), and so does a long pause."""
+    from deid_speech.asr.whisper import BLANK_JOIN_S, uncovered_speech
+
+    audio = np.zeros(30 * 16000, np.float32)
+    heard = [("account", 3.0, 3.7, 1.0)]
+    regions = [(3.0, 6.3), (7.6, 9.9), (13.0, 15.0)]
+    assert uncovered_speech(audio, 16000, heard, regions=regions) == [(4.0, 6.3), (7.6, 9.9), (13.0, 15.0)]
+    assert uncovered_speech(audio, 16000, heard, regions=regions, join_s=BLANK_JOIN_S) == [(4.0, 9.9), (13.0, 15.0)]
+    between = heard + [("okay", 6.8, 7.1, 1.0)]
+    assert uncovered_speech(audio, 16000, between, regions=regions, join_s=BLANK_JOIN_S) == [
+        (4.0, 6.3), (7.6, 9.9), (13.0, 15.0)]
+
+
 def test_speech_stretches_join_short_pauses_and_seek_chunks_cover_them():
     from deid_speech.asr.whisper import seek_chunks, speech_stretches
 

@@ -294,12 +294,17 @@ def speech_regions(audio: np.ndarray, options: VadOptions | None = None) -> list
     return vad.shared(options or VadOptions()).regions(audio)
 
 
+BLANK_JOIN_S = 2.0  # uncovered stretches that redact beeps: a pause shorter than this between two joins them
+
+
 def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, min_len: float = 1.0,
                      margin: float = 0.3, regions: list[tuple[float, float]] | None = None,
-                     ) -> list[tuple[float, float]]:
+                     join_s: float = 0.5) -> list[tuple[float, float]]:
     """Stretches of at least ``min_len`` s that the voice activity detector calls speech
     (``regions``; by default the shared Silero VAD's) but that no word (padded by
-    ``margin``) covers. Pauses under 0.5 s inside a stretch join it."""
+    ``margin``) covers. Pauses under ``join_s`` with no word in them join two stretches (0.5 s for the
+    recogniser's second chance; :data:`BLANK_JOIN_S` for what ``redact`` beeps: the VAD
+    missed 1.3 s of an account number read between two stretches that got no words)."""
     if sr != MODEL_RATE:
         raise ValueError("uncovered_speech expects 16 kHz audio")
     regions = speech_regions(audio) if regions is None else regions
@@ -310,7 +315,7 @@ def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, m
     gaps = subtract(regions, cover)
     merged: list[tuple[float, float]] = []
     for a, b in gaps:
-        if merged and a - merged[-1][1] <= 0.5:
+        if merged and a - merged[-1][1] <= join_s and not any(x < a and merged[-1][1] < y for x, y in cover):
             merged[-1] = (merged[-1][0], b)
         else:
             merged.append((a, b))

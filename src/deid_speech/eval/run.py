@@ -146,7 +146,7 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
     covers is beeped too (:attr:`Prediction.blanked`), as ``redact`` beeps it; ``"warn"``:
     the spans alone."""
     from deid_speech import systems
-    from deid_speech.asr.whisper import speech_regions, uncovered_speech
+    from deid_speech.asr.whisper import BLANK_JOIN_S, speech_regions, uncovered_speech
     from deid_speech.audio import for_recognition, load
     from deid_speech.pipeline import UNCOVERED_ACTIONS, RedactConfig, Redactor
     from deid_speech.redact import redact_text
@@ -186,7 +186,8 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
         tagged = tagger.recognize(mono) if tagger is not None else None
         # what redact beeps because no word of the transcript covers it
         regions = speech_regions(mono) if uncovered == "beep" else None
-        blank_tr, blank_tag = ([uncovered_speech(mono, 16000, t.words, regions=regions) if t is not None else []
+        blank_tr, blank_tag = ([uncovered_speech(mono, 16000, t.words, regions=regions, join_s=BLANK_JOIN_S)
+                                if t is not None else []
                                 for t in (tr, tagged and tagged.transcript)] if regions is not None else ([], []))
         out = {}
         for name, r in redactors.items():
