@@ -141,6 +141,16 @@ class _TranscriberAdapter:
         return Recognition(self.asr.transcribe(audio, progress=progress))
 
 
+def unchecked_speech(mono, words, regions: list[tuple[float, float]] | None = None) -> list[tuple[float, float]]:
+    """Speech of 16 kHz ``mono`` that no word of ``words`` covers, so no detector checked it,
+    as ``redact`` reports it and (``--uncovered beep``) beeps it: stretches joined across a
+    pause under :data:`~deid_speech.asr.whisper.BLANK_JOIN_S` with no word in it. ``regions``:
+    the speech regions when the caller has them (by default the shared Silero VAD's)."""
+    from deid_speech.asr.whisper import BLANK_JOIN_S, uncovered_speech
+
+    return uncovered_speech(mono, 16000, words, regions=regions, join_s=BLANK_JOIN_S)
+
+
 def as_recognizer(asr) -> Recognizer:
     """``asr`` as a :class:`Recognizer` (``recognize``), adapting a plain ``transcribe``."""
     if callable(getattr(asr, "recognize", None)):
@@ -262,7 +272,6 @@ class Redactor:
         """What :meth:`redact` finds, from the 16 kHz tracks alone (no audio written:
         ``audio`` is None); ``source``: the input's duration, rate and channel count."""
         from deid_speech import timing
-        from deid_speech.asr.whisper import BLANK_JOIN_S, uncovered_speech
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
@@ -277,7 +286,7 @@ class Redactor:
                 spans = merge_spans(spans + added)
             found += spans
             with timing.stage("vad"):
-                uncovered += uncovered_speech(mono, 16000, transcript.words, join_s=BLANK_JOIN_S)
+                uncovered += unchecked_speech(mono, transcript.words)
             per.append((channel, transcript, spans))
         if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]

@@ -146,9 +146,9 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
     covers is beeped too (:attr:`Prediction.blanked`), as ``redact`` beeps it; ``"warn"``:
     the spans alone."""
     from deid_speech import systems
-    from deid_speech.asr.whisper import BLANK_JOIN_S, speech_regions, uncovered_speech
+    from deid_speech.asr.whisper import speech_regions
     from deid_speech.audio import for_recognition, load
-    from deid_speech.pipeline import UNCOVERED_ACTIONS, RedactConfig, Redactor
+    from deid_speech.pipeline import UNCOVERED_ACTIONS, RedactConfig, Redactor, unchecked_speech
     from deid_speech.redact import redact_text
 
     if uncovered not in ("beep", "warn"):
@@ -184,11 +184,11 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = "ti
         mono = for_recognition(audio.mono16k())  # as redact hears it
         tr = shared.asr.recognize(mono).transcript if shared is not None else None
         tagged = tagger.recognize(mono) if tagger is not None else None
-        # what redact beeps because no word of the transcript covers it
+        # what redact beeps because no word of the transcript covers it (one VAD pass for both)
         regions = speech_regions(mono) if uncovered == "beep" else None
-        blank_tr, blank_tag = ([uncovered_speech(mono, 16000, t.words, regions=regions, join_s=BLANK_JOIN_S)
-                                if t is not None else []
-                                for t in (tr, tagged and tagged.transcript)] if regions is not None else ([], []))
+        blank_tr = unchecked_speech(mono, tr.words, regions) if regions is not None and tr is not None else []
+        blank_tag = (unchecked_speech(mono, tagged.transcript.words, regions)
+                     if regions is not None and tagged is not None else [])
         out = {}
         for name, r in redactors.items():
             t, spans = (tagged.transcript, r.detect(tagged.transcript, tagged.spans)) if name in tagging else (

@@ -155,7 +155,7 @@ def _name_after(text: str, pos: int, max_words: int = 4, initials: bool = False)
             break  # punctuation between two words ends the name
         if w in JOINERS and end is not None:
             continue
-        if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2 and not (initials and w not in "ai")):
+        if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2 and (not initials or w in ("a", "i"))):
             break
         if count and m.group()[0].islower() and text[pos + words[0].start()].isupper():
             break  # "Auntie Mei Ling say ...": a capitalised name ends at a lower-case word
