@@ -344,21 +344,31 @@ def test_tiny_en_fine_tune_exports_to_ct2_and_transcribes(speech_manifest: Path,
     assert fw.hf_tokenizer.decode([51864, 1002, 51864], skip_special_tokens=False) == "[PHONE] If[PHONE]"
 
 
-def test_frozen_encoder_is_cached_and_not_trained(random_base: Path, manifest: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("frozen", ["encoder", "decoder"])
+def test_a_frozen_part_is_not_trained_and_the_other_is(frozen: str, random_base: Path, manifest: Path,
+                                                       tmp_path: Path) -> None:
+    """``freeze_encoder`` trains the decoder alone (the encoder's outputs cached once);
+    ``freeze_decoder`` the encoder alone, the tied output projection included."""
     import torch
     from safetensors.torch import load_file
 
     recs = load_records(manifest)
-    out = tmp_path / "frozen"
-    s = finetune_run(recs, out, _opts(random_base, out, max_steps=4, freeze_encoder=True, eval_at_start=True,
-                                      eval_max_new_tokens=8))
-    assert s["encoder_cache"]["kept"] and s["steps"] == 4
-    assert s["train_losses"][-1][1] < s["train_losses"][0][1]
+    out = tmp_path / frozen
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=4, eval_at_start=True, eval_max_new_tokens=8,
+                                      **{f"freeze_{frozen}": True}))
+    assert s["steps"] == 4 and s["train_losses"][-1][1] < s["train_losses"][0][1]
+    assert bool(s["encoder_cache"] and s["encoder_cache"]["kept"]) == (frozen == "encoder")
     before, after = load_file(str(random_base / "model.safetensors")), load_file(str(out / "model.safetensors"))
-    enc = [k for k in before if ".encoder." in k]
-    assert enc and all(torch.equal(before[k], after[k]) for k in enc)
-    assert not all(torch.equal(before[k], after[k]) for k in before if ".decoder.layers" in k)
+    trained = "decoder" if frozen == "encoder" else "encoder"
+    fixed = [k for k in before if f".{frozen}." in k or k == "proj_out.weight"]
+    assert fixed and all(torch.equal(before[k], after[k]) for k in fixed if k in after)
+    assert not all(torch.equal(before[k], after[k]) for k in before if f".{trained}.layers" in k)
     assert len(s["evals"]) == 2 and all(e["dev_score"] <= 0 for e in s["evals"])  # default score: -WER
+
+
+def test_freezing_both_parts_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="nothing to train"):
+        FinetuneOptions(out=tmp_path, freeze_encoder=True, freeze_decoder=True)
 
 
 def test_timestamp_labels_drop_notimestamps_and_keep_the_times(hf_tiny_en: Path) -> None:

@@ -98,6 +98,8 @@ class FinetuneOptions:
     patience: int = _opt(3, "evaluations without improvement before stopping (0: off)")
     freeze_encoder: bool = _opt(False, "train the decoder only; the encoder's outputs are computed once "
                                        "(much faster on CPU)")
+    freeze_decoder: bool = _opt(False, "train the encoder only: the decoder, and with it the model's language "
+                                       "model, keeps the base weights (it cannot drift toward the training text)")
     cache_encoder_gb: float = _opt(4.0, "frozen encoder: keep its outputs in memory up to this size (0: never)")
     resume: bool = _opt(True, "resume from OUT/checkpoint (--no-resume: start over, dropping it)")
     ct2: bool = _opt(True, "also write a CTranslate2 copy in OUT/ct2 (--no-ct2: skip the export)")
@@ -132,6 +134,8 @@ class FinetuneOptions:
             raise ValueError("lr must be > 0; warmup_steps, weight_decay and patience >= 0")
         if not 0.0 <= self.timestamps <= 1.0:
             raise ValueError("timestamps must be in 0..1")
+        if self.freeze_encoder and self.freeze_decoder:
+            raise ValueError("freeze_encoder and freeze_decoder together leave nothing to train")
         if self.ct2_quantization not in QUANTIZATIONS:
             raise ValueError(f"ct2_quantization must be one of {', '.join(QUANTIZATIONS)}")
 
@@ -195,6 +199,7 @@ def timed_share(record_id: str) -> float:
 def _fingerprint(opts: FinetuneOptions, n_train: int, extra: Sequence[str]) -> dict:
     return {"base": opts.base, "extra_tokens": list(extra), "n_train": n_train, "seed": opts.seed,
             "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "freeze_encoder": opts.freeze_encoder,
+            **({"freeze_decoder": True} if opts.freeze_decoder else {}),
             **({"timestamps": opts.timestamps} if opts.timestamps else {})}
 
 
@@ -292,6 +297,10 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     if opts.freeze_encoder:
         for p in model.model.encoder.parameters():
             p.requires_grad_(False)
+    if opts.freeze_decoder:  # the output projection is tied to the decoder's token embedding: frozen too
+        for p in model.model.decoder.parameters():
+            p.requires_grad_(False)
+        model.proj_out.weight.requires_grad_(False)
     if devc.type == "cuda":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
