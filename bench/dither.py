@@ -8,7 +8,7 @@ one draw; this script gives several, and their mean and standard deviation, for
 audio itself (no dither), so it equals ``deid-speech eval`` with the same options.
 
     .venv/bin/python bench/dither.py --manifest out/benchmark/dev/calls/manifest.jsonl \\
-        [--draws 4] [--asr-option KEY=VALUE ...] [--verifier-option KEY=VALUE ...] \\
+        [--draws 4] [--asr-model MODEL] [--verifier MODEL] [--asr-option KEY=VALUE ...] [--verifier-option KEY=VALUE ...] \\
         [--asr-cache out/asr-cache.jsonl] [--out bench/results/dither-dev-calls.json]
 
 Transcripts go to ``--asr-cache`` (keyed by the dithered audio), so a run that is stopped
@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--manifest", type=Path, required=True)
     p.add_argument("--draws", type=int, default=4, help="draw 0 (the audio itself) and draws-1 dithered ones")
+    p.add_argument("--asr-model", default=None, help="the recogniser (default: redact's)")
+    p.add_argument("--verifier", default=VERIFIER, help=f"the second opinion's model (default: {VERIFIER})")
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verifier-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--uncovered", choices=("beep", "warn"), default="beep",
@@ -71,8 +73,9 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--draws must be at least 1")
     first_extra = asr_overrides(args.asr_option)
     second_extra = asr_overrides(args.verifier_option, "--verifier-option")
-    first_opts = AsrOptions(**first_extra)
-    second_opts = AsrOptions.second_opinion(model=VERIFIER, **second_extra)
+    first_opts = AsrOptions(**first_extra) if args.asr_model is None else AsrOptions(model=args.asr_model,
+                                                                                     **first_extra)
+    second_opts = AsrOptions.second_opinion(model=args.verifier, **second_extra)
     make = (lambda o: CachedTranscriber(o, args.asr_cache)) if args.asr_cache else Transcriber
     first, second = make(first_opts), make(second_opts)
     items = load_manifest(args.manifest)
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
             summary[s][k] = {"mean": round(statistics.mean(xs), 3),
                              "sd": round(statistics.stdev(xs), 3) if len(xs) > 1 else 0.0, "draws": xs}
     result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": AMPLITUDE,
+              "asr_model": first_opts.model, "verifier": second_opts.model,
               "asr_options": first_extra, "verifier_options": second_extra, "uncovered": args.uncovered,
               "command": "python bench/dither.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "summary": summary}

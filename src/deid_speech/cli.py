@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="transcript outputs, comma-separated from json,srt,vtt,txt (redacted text only); "
                         "the JSON report is always written")
     r.add_argument("--asr-model", default="tiny.en",
-                   help="tiny.en (default), tiny.en-sg (tiny.en fine-tuned here on Singapore-English calls), base, "
+                   help="tiny.en (default), tiny.en-sg (its decoder fine-tuned here on Singapore-English calls), "
+                        "tiny.en-sg-full (encoder and decoder fine-tuned on them), base, "
                         "a CTranslate2 or HF folder, a delta folder, a .pt checkpoint, or a hub name")
     r.add_argument("--fast-asr", action="store_true",
                    help="decode Whisper's windows in batches, greedily and independently: about twice as fast, "

@@ -10,6 +10,7 @@ backend can load:
   shipped in this package as an int8 delta over the PyPI tiny.en and rebuilt once into the
   cache (:mod:`deid_speech.asr.delta`);
   (all found and SHA-256-checked by :mod:`deid_speech.models`)
+* ``tiny.en-sg-full`` -> the same, with the encoder fine-tuned too (on a GPU), shipped the same way;
 * a folder with ``asr_delta.json``      -> such a delta, rebuilt once into the cache;
 * a folder with ``model.bin``           -> CTranslate2 (faster-whisper);
 * a folder with HF ``config.json`` + weights -> converted once to CTranslate2 in the cache;
@@ -39,6 +40,8 @@ class ResolvedModel:
 
 
 SHIPPED_FINETUNE = "tiny.en-sg"
+SHIPPED_FULL = "tiny.en-sg-full"
+SHIPPED = {SHIPPED_FINETUNE: "asr", SHIPPED_FULL: "asr-full"}  # name -> folder in deid_speech.models
 
 
 def cache_dir() -> Path:
@@ -133,11 +136,11 @@ def resolve_model(name: str) -> ResolvedModel:
         return ResolvedModel("ct2", tiny_en_dir(), "tiny.en")
     if name == "base":
         return ResolvedModel("ct2", base_dir(), "base")
-    if name == SHIPPED_FINETUNE:
+    if name in SHIPPED:
         from deid_speech import models
         from deid_speech.asr.delta import materialize
 
-        return ResolvedModel("ct2", materialize(models.path("asr")), SHIPPED_FINETUNE)
+        return ResolvedModel("ct2", materialize(models.path(SHIPPED[name])), name)
     p = Path(name).expanduser()
     if p.is_file() and p.suffix == ".pt":
         return ResolvedModel("openai", p, p.stem)
@@ -164,7 +167,7 @@ def resolve_model(name: str) -> ResolvedModel:
             raise DeidError(f"{name!r} looks like a Hugging Face hub name, but the hub is not reachable "
                             "from this machine; pass a local model folder or tiny.en/base")
         return ResolvedModel("ct2", _hf_to_ct2(name), name)
-    raise DeidError(f"unknown ASR model {name!r}: use tiny.en, {SHIPPED_FINETUNE}, base, a model folder, a .pt checkpoint "
+    raise DeidError(f"unknown ASR model {name!r}: use tiny.en, {', '.join(SHIPPED)}, base, a model folder, a .pt checkpoint "
                     "or a Hugging Face hub name")
 
 

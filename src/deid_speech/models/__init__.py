@@ -9,6 +9,8 @@ Shipped in this package (package data):
 * ``asr``: Whisper tiny.en fine-tuned on Singapore-English calls (``--asr-model tiny.en-sg``),
   a quantised delta over the PyPI tiny.en in CTranslate2 space (:mod:`deid_speech.asr.delta`
   rebuilds it once into the cache);
+* ``asr-full``: Whisper tiny.en with encoder *and* decoder fine-tuned on the same calls on a
+  GPU (``--asr-model tiny.en-sg-full``), a delta of the same kind;
 * ``e2e``: the end-to-end tagger, a quantised delta over Whisper tiny.en
   (:mod:`deid_speech.e2e.shipped` rebuilds it once into the cache);
 * ``example``, ``example-truth``, ``example-manifest``: the example call, its ground
@@ -45,6 +47,7 @@ PACKAGE = HERE.parent
 SHIPPED = {
     "ner": HERE / "ner",
     "asr": HERE / "asr",
+    "asr-full": HERE / "asr-full",
     "e2e": HERE / "e2e",
     "example": PACKAGE / "data" / "examples" / "call.wav",
     "example-truth": PACKAGE / "data" / "examples" / "call.truth.json",
@@ -183,7 +186,7 @@ def table(name: str) -> dict[str, str]:
     return {f.relative_to(base).as_posix(): sha256(f) for f in _files(root)}
 
 
-HASHED = ("ner", "asr", "e2e", "whisper-tiny.en", "whisper-base-part1", "whisper-base-part2", "whisper-base",
+HASHED = ("ner", "asr", "asr-full", "e2e", "whisper-tiny.en", "whisper-base-part1", "whisper-base-part2", "whisper-base",
           "spacy-sm", "sphinx-en-us", "silero-vad")
 
 
