@@ -8,7 +8,8 @@ one draw; this script gives several, and their mean and standard deviation, for
 audio itself (no dither), so it equals ``deid-speech eval`` with the same options.
 
     .venv/bin/python bench/dither.py --manifest out/benchmark/dev/calls/manifest.jsonl \\
-        [--draws 4] [--asr-model MODEL] [--verifier MODEL] [--asr-option KEY=VALUE ...] [--verifier-option KEY=VALUE ...] \\
+        [--draws 4] [--asr-model MODEL] [--verifier MODEL] \\
+        [--asr-option KEY=VALUE ...] [--verifier-option KEY=VALUE ...] \\
         [--asr-cache out/asr-cache.jsonl] [--out bench/results/dither-dev-calls.json]
 
 Transcripts go to ``--asr-cache`` (keyed by the dithered audio), so a run that is stopped
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--manifest", type=Path, required=True)
     p.add_argument("--draws", type=int, default=4, help="draw 0 (the audio itself) and draws-1 dithered ones")
-    p.add_argument("--asr-model", default=None, help="the recogniser (default: redact's)")
+    p.add_argument("--asr-model", default=AsrOptions.model, help=f"the recogniser (default: {AsrOptions.model})")
     p.add_argument("--verifier", default=VERIFIER, help=f"the second opinion's model (default: {VERIFIER})")
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verifier-option", action="append", default=[], metavar="KEY=VALUE")
@@ -73,8 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--draws must be at least 1")
     first_extra = asr_overrides(args.asr_option)
     second_extra = asr_overrides(args.verifier_option, "--verifier-option")
-    first_opts = AsrOptions(**first_extra) if args.asr_model is None else AsrOptions(model=args.asr_model,
-                                                                                     **first_extra)
+    first_opts = AsrOptions(model=args.asr_model, **first_extra)
     second_opts = AsrOptions.second_opinion(model=args.verifier, **second_extra)
     make = (lambda o: CachedTranscriber(o, args.asr_cache)) if args.asr_cache else Transcriber
     first, second = make(first_opts), make(second_opts)
