@@ -2,10 +2,19 @@
 accepted sentences (distinct-2, self-BLEU), and time per 100 accepted sentences.
 
     .venv/bin/python bench/augment_bench.py [--backend llamacpp] [--model FILE.gguf] [--n 40]
-        [--max-requests 6] [--out bench/results/augment-<backend>.json]
+        [--max-requests 6] [--threads N] [--out bench/results/augment-<backend>.json]
+        [--work DIR [--round-requests 2]]
 
 Runs the four arms Similar/Diverse x 0.3/0.6 from data/seed/train.jsonl into a temporary
 folder (each from scratch), so numbers are per arm on equal footing.
+
+With ``--work DIR`` it is the long, resumable job instead: each arm's accepted sentences
+stay in ``DIR/<arm>.jsonl``, the arms take turns (``--round-requests`` requests each per
+round, so all four grow together), every finished round's summary is appended to
+``DIR/rounds.jsonl``, and a stopped job continues where it stopped when started again with
+the same command (``augment`` resumes from the JSONL). An arm stops at ``--n`` sentences or
+``--max-requests`` requests; the report sums the rounds (a round cut by a kill loses its
+counts, never its sentences).
 """
 from __future__ import annotations
 
@@ -15,6 +24,7 @@ import math
 import random
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -56,6 +66,67 @@ def self_bleu(texts: list[str], sample: int = 100, seed: int = 0) -> float:
     return sum(_bleu(toks[i], toks[:i] + toks[i + 1:]) for i in idx) / len(idx)
 
 
+ARMS = (("similar", 0.3), ("similar", 0.6), ("diverse", 0.3), ("diverse", 0.6))
+
+
+def describe(s: dict, out: Path) -> dict:
+    """Add the accepted sentences' diversity and the rate per hour to an arm's summary."""
+    texts = [json.loads(x)["text"] for x in out.read_text().splitlines() if x.strip()] if out.is_file() else []
+    s.update({"distinct_2": round(distinct_n(texts), 4) if texts else None,
+              "self_bleu": round(self_bleu(texts), 4) if len(texts) > 1 else None,
+              "sentences_per_hour": round(3600 * s["new"] / s["wall_s"], 1) if s["wall_s"] else None,
+              "examples": texts[:5]})
+    return s
+
+
+def sum_rounds(rounds: list[dict]) -> dict:
+    """One arm's summary over its finished rounds."""
+    total: dict = {"new": 0, "lines": 0, "wall_s": 0.0, "rejected": Counter(), "repairs": Counter(),
+                   "repaired_accepted": 0, "rounds": len(rounds), "requests": 0, "accepted": 0}
+    for r in rounds:
+        for k in ("new", "lines", "wall_s", "repaired_accepted"):
+            total[k] += r[k]
+        total["rejected"].update(r["rejected"])
+        total["repairs"].update(r["repairs"])
+        total["requests"], total["accepted"] = r["requests"], r["accepted"]
+    total["wall_s"] = round(total["wall_s"], 1)
+    total["acceptance_rate"] = round(total["new"] / total["lines"], 4) if total["lines"] else 0.0
+    total["s_per_100_accepted"] = round(100 * total["wall_s"] / total["new"], 1) if total["new"] else None
+    total["rejected"], total["repairs"] = dict(total["rejected"]), dict(total["repairs"])
+    return total
+
+
+def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: int, per_round: int) -> dict:
+    """The resumable job: the arms take turns, ``per_round`` requests each, until every arm has
+    its sentences or has used ``max_requests``; each finished round is appended to rounds.jsonl."""
+    from deid_speech.augment.run import augment
+
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "rounds.jsonl"
+
+    def done_rounds() -> dict[str, list[dict]]:
+        rows = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
+        return {f"{s}{t}": [r for r in rows if r["arm"] == f"{s}{t}"] for s, t in ARMS}
+
+    while True:
+        rounds = done_rounds()
+        todo = [(s, t) for s, t in ARMS if not rounds[f"{s}{t}"] or (
+            not rounds[f"{s}{t}"][-1]["complete"] and rounds[f"{s}{t}"][-1]["requests"] < max_requests)]
+        if not todo:
+            break
+        for strategy, temp in todo:
+            arm = f"{strategy}{temp}"
+            made = rounds[arm][-1]["requests"] if rounds[arm] else 0
+            s = augment(seed_file, work / f"{arm}.jsonl",
+                        arm_options(strategy, temp, min(made + per_round, max_requests)), backend)
+            s.pop("out")
+            s.pop("rejected_lines", None)
+            with log.open("a") as f:
+                f.write(json.dumps({"arm": arm, "time": time.time(), **s}) + "\n")
+            print(f"{arm}: {s['accepted']} accepted after {s['requests']} requests", flush=True)
+    return {arm: describe(sum_rounds(rs), work / f"{arm}.jsonl") for arm, rs in done_rounds().items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="llamacpp", choices=("llamacpp", "ollama", "template"))
@@ -69,6 +140,9 @@ def main() -> int:
     ap.add_argument("--presence-penalty", type=float, default=None)
     ap.add_argument("--no-repair", action="store_true", help="validate raw lines (no safe repairs)")
     ap.add_argument("--keep-rejected", type=int, default=10, help="rejected raw lines kept per arm in the JSON")
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads")
+    ap.add_argument("--work", type=Path, default=None, help="resumable job folder (see the module docstring)")
+    ap.add_argument("--round-requests", type=int, default=2, help="with --work: requests per arm per round")
     args = ap.parse_args()
 
     from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, TemplateBackend
@@ -77,7 +151,7 @@ def main() -> int:
 
     seed_file = shipped.path("seed") / "train.jsonl"
     if args.backend == "llamacpp":
-        backend = LlamaCppBackend(model=args.model)
+        backend = LlamaCppBackend(model=args.model, threads=args.threads)
     elif args.backend == "ollama":
         backend = OllamaBackend(model=args.model or "llama3.1")
     else:
@@ -91,26 +165,29 @@ def main() -> int:
                             for k in ("completions", "repeat_penalty", "presence_penalty")},
                "seed_corpus": {"distinct_2": round(distinct_n(seed_texts), 4),
                                "self_bleu": round(self_bleu(seed_texts), 4)}, "arms": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        for strategy in ("similar", "diverse"):
-            for temp in (0.3, 0.6):
+
+    def arm_options(strategy: str, temp: float, max_requests: int) -> AugmentOptions:
+        return AugmentOptions(strategy=strategy, temperature=temp, n=args.n, seed=args.seed,
+                              max_requests=max_requests, repair=not args.no_repair,
+                              keep_rejected=args.keep_rejected, **sampling)
+
+    if args.work:
+        results["arms"] = run_rounds(args.work, seed_file, backend, arm_options, args.max_requests,
+                                     args.round_requests)
+        results["work"] = str(args.work)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            for strategy, temp in ARMS:
                 out = Path(tmp) / f"{strategy}-{temp}.jsonl"
-                s = augment(seed_file, out, AugmentOptions(strategy=strategy, temperature=temp, n=args.n,
-                                                           seed=args.seed, max_requests=args.max_requests,
-                                                           repair=not args.no_repair, keep_rejected=args.keep_rejected,
-                                                           **sampling), backend)
-                texts = [json.loads(x)["text"] for x in out.read_text().splitlines() if x.strip()]
-                s.update({"distinct_2": round(distinct_n(texts), 4) if texts else None,
-                          "self_bleu": round(self_bleu(texts), 4) if len(texts) > 1 else None,
-                          "sentences_per_hour": round(3600 * s["new"] / s["wall_s"], 1) if s["wall_s"] else None,
-                          "examples": texts[:5]})
+                s = augment(seed_file, out, arm_options(strategy, temp, args.max_requests), backend)
                 s.pop("out")
-                results["arms"][f"{strategy}{temp}"] = s
-                print(f"{strategy:<8} t={temp}: accepted {s['accepted']}/{s['lines']} lines "
-                      f"({s['acceptance_rate']:.1%}) in {s['requests']} requests, {s['wall_s']} s; "
-                      f"distinct-2 {s['distinct_2']}, self-BLEU {s['self_bleu']}, "
-                      f"s/100 accepted {s['s_per_100_accepted']}; rejected {s['rejected']}; repairs {s['repairs']} "
-                      f"({s['repaired_accepted']} repaired lines accepted)", flush=True)
+                results["arms"][f"{strategy}{temp}"] = describe(s, out)
+    for arm, s in results["arms"].items():
+        print(f"{arm:<11}: accepted {s['new']}/{s['lines']} lines "
+              f"({s['acceptance_rate']:.1%}) in {s['requests']} requests, {s['wall_s']} s; "
+              f"distinct-2 {s['distinct_2']}, self-BLEU {s['self_bleu']}, "
+              f"s/100 accepted {s['s_per_100_accepted']}; rejected {s['rejected']}; repairs {s['repairs']} "
+              f"({s['repaired_accepted']} repaired lines accepted)", flush=True)
     out = args.out or ROOT / f"bench/results/augment-{backend.name}-{Path(str(backend.model)).stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -208,7 +208,7 @@ def cmd_augment(args: argparse.Namespace) -> int:
         raise DeidError("--out must not be the seed file")
     opts, llm = build(args, AugmentOptions), build(args, BackendOptions)
     backend = make_backend(llm.backend, llm.model, [r["tagged"] for r in load_split(args.seed_file)],
-                           host=llm.host)
+                           host=llm.host, threads=llm.threads)
     bar = None
     if args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty()):
         from tqdm import tqdm

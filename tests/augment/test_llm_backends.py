@@ -106,3 +106,13 @@ def test_embedded_llama_cpp_model_generates_text():
     out = b.generate(request(n=3))
     assert isinstance(out, str) and len(out.split()) >= 5
     assert b.generate(request(n=3)) == out  # seeded: reproducible
+
+
+@pytest.mark.model
+def test_threads_reach_llama_cpp_and_zero_is_refused():
+    pytest.importorskip("llama_cpp")
+    from deid_speech.augment.llm import BackendOptions, make_backend
+
+    assert make_backend("llamacpp", None, [], threads=1).llm.context_params.n_threads == 1
+    with pytest.raises(DeidError, match="threads must be positive"):
+        BackendOptions(threads=0)

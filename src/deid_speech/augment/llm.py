@@ -189,15 +189,23 @@ class BackendOptions:
     model: str | None = field(default=None, metadata={
         "help": "ollama model name (default llama3.1) or GGUF file (default: the embedded SmolLM2)"})
     host: str = field(default="http://localhost:11434", metadata={"help": "Ollama server"})
+    threads: int | None = field(default=None, metadata={
+        "help": "llama.cpp CPU threads (default: llama.cpp's own choice); 1 leaves the other cores free"})
+
+    def __post_init__(self) -> None:
+        if self.threads is not None and self.threads < 1:
+            raise DeidError("--threads must be positive")
 
 
-def make_backend(kind: str, model: str | None, seed_tagged: list[str], host: str = "http://localhost:11434"):
+def make_backend(kind: str, model: str | None, seed_tagged: list[str], host: str = "http://localhost:11434",
+                 threads: int | None = None):
     """The backend named ``kind``: Ollama (``model`` default llama3.1), llama.cpp (``model``
-    a GGUF file, default the embedded SmolLM2), or the template backend over ``seed_tagged``."""
+    a GGUF file, default the embedded SmolLM2, on ``threads`` CPU threads), or the template
+    backend over ``seed_tagged``."""
     if kind == "ollama":
         return OllamaBackend(model=model or "llama3.1", host=host)
     if kind == "llamacpp":
-        return LlamaCppBackend(model=model)
+        return LlamaCppBackend(model=model, threads=threads)
     if kind == "template":
         return TemplateBackend(seed_tagged)
     raise DeidError(f"unknown augmentation backend {kind!r}; choose from {', '.join(BACKENDS)}")
