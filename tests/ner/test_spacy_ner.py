@@ -68,6 +68,32 @@ def test_names_mangled_by_asr_are_found_by_cues_and_proper_noun_runs(det, text, 
     assert any(name in p for p in persons), persons
 
 
+@pytest.mark.parametrize("text,name", [
+    # real speech names people with no cue around them (the real-speech set's sentences)
+    ("He turned sharply and faced Gregson across the table.", "Gregson"),
+    ("Damon fried the omelet.", "Damon"),
+    ("Later that evening Sheila went back to the office.", "Sheila"),
+    ("We waited outside until Harrison came down.", "Harrison"),
+    ("the forms were signed by Gwendolyn yesterday", "Gwendolyn"),
+])
+def test_a_listed_name_is_found_without_a_cue(det, text, name):
+    persons = [t for lab, t in found(det, text) if lab == "PERSON"]
+    assert name in persons, persons
+
+
+@pytest.mark.parametrize("text", [
+    # listed names that are common words where they stand
+    "Will you hold the line for a moment?",
+    "May I have the reference number?",
+    "Young people pay less for the plan.",
+    "the Bank will send the letter",
+    "Black or white, both colours are available.",
+    "Grant the access first, then log in again.",
+])
+def test_a_listed_name_that_is_a_common_word_or_a_brand_stays(det, text):
+    assert [t for lab, t in found(det, text) if lab == "PERSON"] == []
+
+
 @pytest.mark.parametrize("text", [
     "My daughter manage everything, her email is with her",
     "you're IC number please",
@@ -79,6 +105,9 @@ def test_names_mangled_by_asr_are_found_by_cues_and_proper_noun_runs(det, text, 
     "auntie a bit late today",
     "the patient is stable now",
     "the patient is waiting outside",
+    # "call me" asking for a call, not giving a name
+    "Will you call me back later?",
+    "ok can call me again tomorrow",
 ])
 def test_common_words_are_not_taken_for_names(det, text):
     assert [t for lab, t in found(det, text) if lab == "PERSON"] == []

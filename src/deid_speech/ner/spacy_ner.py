@@ -7,6 +7,9 @@
 * Cues catch names spaCy misses in lower-case ASR text: "my name is X", "this is X
   speaking", titles ("Mr", "Madam", "Dr", "Auntie"), and Malay/Indian patronymics
   ("bin", "binte", "s/o", "d/o") that join two names into one.
+* A single capitalised proper noun that the US Census name list holds is a name wherever it
+  stands ("faced Gregson across the table"): real speech names people outside the phrasings
+  the models learned, and spaCy types such a name ORG or nothing.
 * Name slots take the words after an introduction whatever the recogniser made of them
   ("my name (is) X", "first name X", "name on card X", "your name please? X"), the words
   before ", speaking", and any run of three or more spelled letters with no number beside it.
@@ -66,7 +69,9 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
-    "has have had already got it he she they we you him her them me us please".split())
+    "has have had already got it he she they we you him her them me us please "
+    # what follows "call me" when it asks for a call ("call me back later", "call me again tomorrow")
+    "back later again tomorrow today tonight now soon when if once after before anytime".split())
 # capitalised words that are not names in call-centre speech (for the proper-noun rule)
 NOT_NAME_WORDS = frozenset(
     "bank insurance travel passport card account street road avenue drive mall clinic hospital centre "
@@ -264,6 +269,16 @@ def _not_a_name(text: str) -> bool:
             or (t.islower() and " " not in t))  # a lone lower-case word ("expiry")
 
 
+@lru_cache(maxsize=1)
+def listed_names() -> frozenset[str]:
+    """Given names and the commoner surnames of the US Census 1990 name files, lower case
+    (``data/names``; see its README)."""
+    from importlib import resources
+
+    path = resources.files("deid_speech") / "data" / "names" / "us-census-1990.txt"
+    return frozenset(path.read_text(encoding="utf-8").split())
+
+
 @register("spacy")
 class SpacyDetector:
     """PERSON and DATE from a spaCy pipeline, plus name cues and the date grammar."""
@@ -299,6 +314,8 @@ class SpacyDetector:
                 add(ent.start_char, ent.end_char, "DATE", 0.8, self.name)
         for a, b in self._proper_noun_runs(doc):
             add(a, b, "PERSON", 0.55, "propn")
+        for a, b in self._listed_names(doc):
+            add(a, b, "PERSON", 0.55, "name-list")
         for rx, capitalised in NAME_CUES:
             for m in rx.finditer(text):
                 r = _name_after(text, m.end())
@@ -347,6 +364,23 @@ class SpacyDetector:
                     cur.append(tok)
         close()
         return runs
+
+    @staticmethod
+    def _listed_names(doc) -> list[tuple[int, int]]:
+        """Single capitalised proper nouns that a name list holds, wherever they stand ("faced
+        Gregson across the table", "Damon fried the omelet"): spaCy's small model types such a
+        name ORG or nothing outside the phrasings it knows. The proper-noun tag keeps out a
+        listed name that is a common word where it stands ("Will you ...", "May I ...")."""
+        names = listed_names()
+        out = []
+        for tok in doc:
+            word = tok.text
+            if (tok.pos_ == "PROPN" and word[:1].isupper() and word.isalpha() and len(word) >= 3
+                    and not word.isupper() and word.lower() in names
+                    and word.lower() not in NOT_NAME_WORDS and word.lower() not in MONTHS
+                    and tok.ent_type_ in ("", "PERSON", "ORG")):
+                out.append((tok.idx, tok.idx + len(word)))
+        return out
 
     @staticmethod
     def _extend_name(text: str, a: int, b: int) -> tuple[int, int]:
