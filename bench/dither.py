@@ -56,12 +56,12 @@ def main(argv: list[str] | None = None) -> dict:
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
     from deid_speech.eval.cli import asr_overrides
     from deid_speech.eval.run import evaluate, load_manifest, system_predictions
-    from deid_speech.systems import VERIFIER
+    from deid_speech.systems import RECOGNISER, VERIFIER
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--manifest", type=Path, required=True)
     p.add_argument("--draws", type=int, default=4, help="draw 0 (the audio itself) and draws-1 dithered ones")
-    p.add_argument("--asr-model", default=AsrOptions.model, help=f"the recogniser (default: {AsrOptions.model})")
+    p.add_argument("--asr-model", default=RECOGNISER, help=f"the recogniser (default: {RECOGNISER})")
     p.add_argument("--verifier", default=VERIFIER, help=f"the second opinion's model (default: {VERIFIER})")
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verifier-option", action="append", default=[], metavar="KEY=VALUE")

@@ -72,9 +72,13 @@ def main() -> int:
     ap.add_argument("--voice", default="piper")
     ap.add_argument("--split", default="test", choices=("train", "dev", "test"),
                     help="seed split the synthetic sentences come from (tune on dev, report test)")
-    ap.add_argument("--asr-model", default="tiny.en")
+    ap.add_argument("--asr-model", default=None, help="default: the cascade's (deid_speech.systems.RECOGNISER)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/redact.json")
     args = ap.parse_args()
+    if args.asr_model is None:
+        from deid_speech.systems import RECOGNISER
+
+        args.asr_model = RECOGNISER
 
     from deid_speech.audio import Audio, load
     from deid_speech.pipeline import RedactConfig, Redactor

@@ -14,8 +14,8 @@ from pathlib import Path
 from deid_speech.errors import DeidError
 from deid_speech.redact import AUDIO_OPS, KEY_ENV, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
 from deid_speech.systems import E2E as E2E_SYSTEMS
+from deid_speech.systems import RECOGNISER, VERIFIER
 from deid_speech.systems import REDACT as SYSTEMS
-from deid_speech.systems import VERIFIER
 from deid_speech.types import LABELS
 
 
@@ -76,10 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", type=_formats, default=("json",),
                    help="transcript outputs, comma-separated from json,srt,vtt,txt (redacted text only); "
                         "the JSON report is always written")
-    r.add_argument("--asr-model", default="tiny.en",
-                   help="tiny.en (default), tiny.en-sg (its decoder fine-tuned here on Singapore-English calls), "
-                        "tiny.en-sg-full (encoder and decoder fine-tuned on them), base, "
-                        "a CTranslate2 or HF folder, a delta folder, a .pt checkpoint, or a hub name")
+    r.add_argument("--asr-model", default=RECOGNISER,
+                   help="the cascade's recogniser: tiny.en-sg-full (default: Whisper tiny.en with encoder and "
+                        "decoder fine-tuned here on Singapore-English calls), tiny.en (the stock model), "
+                        "tiny.en-sg (its decoder fine-tuned), base, a CTranslate2 or HF folder, a delta "
+                        "folder, a .pt checkpoint, or a hub name")
     r.add_argument("--fast-asr", action="store_true",
                    help="decode Whisper's windows in batches, greedily and independently: about twice as fast, "
                         "but it leaked more entity audio on held-out calls (docs/results.md §0f)")

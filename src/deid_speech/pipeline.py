@@ -18,7 +18,7 @@ from deid_speech.redact import (
     redacted_words,
     repeat_mentions,
 )
-from deid_speech.systems import VERIFIER
+from deid_speech.systems import RECOGNISER, VERIFIER
 from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript
 
 SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
@@ -30,7 +30,7 @@ UNCOVERED_ACTIONS = ("beep", "fail", "warn")
 @dataclass(frozen=True)
 class RedactConfig:
     system: str = "cascade"
-    asr_model: str = "tiny.en"
+    asr_model: str = RECOGNISER
     fast_asr: bool = False  # Whisper decodes the windows in batches, greedily (--fast-asr; docs/results.md §0f)
     labels: tuple[str, ...] = LABELS
     redact: RedactOptions = field(default_factory=RedactOptions)

@@ -3,7 +3,7 @@ their registered names, :mod:`deid_speech.ner.base`) read its transcript, in wha
 and where it is offered. ``deid-speech redact --system``, ``deid-speech eval --system``,
 :class:`deid_speech.pipeline.Redactor` and the experiment matrix all read it.
 
-* ``cascade`` (default): Whisper, then the spoken-form patterns, cue-anchored runs, spaCy
+* ``cascade`` (default): Whisper (:data:`RECOGNISER`), then the spoken-form patterns, cue-anchored runs, spaCy
   with cues and name slots (when PERSON or DATE is asked for) and the trained NER.
 * ``e2e``: the end-to-end Whisper writes the transcript and tags the entities itself.
 * ``e2e+patterns``: the e2e model's tags plus the spoken-form detectors over its
@@ -20,9 +20,13 @@ from dataclasses import dataclass
 from deid_speech.errors import DeidError
 
 CASCADE = ("patterns", "cue-runs", "spacy", "ner")
-# the cascade's second decoder (--verify, on by default in `redact`): the fine-tune hears Singlish
-# PII the stock model misses, while the transcript, and its quality on real speech, stay the stock
-# model's (docs/results.md §0i)
+# the cascade's recogniser (--asr-model): Whisper tiny.en with encoder and decoder fine-tuned on
+# call-like Singapore-English audio; its real-speech WER equals the stock model's, it leaks less
+# alone and decodes noisy calls about twice as fast (docs/results.md §0n); "tiny.en" is the stock model
+RECOGNISER = "tiny.en-sg-full"
+# the cascade's second decoder (--verify, on by default in `redact`): the decoder-only fine-tune
+# hears Singlish PII the first pass misses (docs/results.md §0i, §0n); its own transcript is worse
+# on real speech, so it only adds spans, never writes the transcript
 VERIFIER = "tiny.en-sg"
 SPOKEN_FORM = ("patterns", "cue-runs")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deid_speech.errors import DeidError
 from deid_speech.redact import MERGE_GAP, PAD_AFTER, PAD_BEFORE
-from deid_speech.systems import VERIFIER
+from deid_speech.systems import RECOGNISER, VERIFIER
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -28,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help=f"comma-separated: {', '.join(SYSTEMS)} (default: cascade)")
     p.add_argument("--predictions", type=Path, default=None,
                    help="folder of X.redacted.json files to score instead of running a system")
-    p.add_argument("--asr-model", default="tiny.en")
+    p.add_argument("--asr-model", default=RECOGNISER, help="as `redact --asr-model` (default %(default)s)")
     p.add_argument("--fast-asr", action="store_true", help="Whisper's batched greedy decoding (as `redact --fast-asr`)")
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a decoding option of deid_speech.asr.whisper.AsrOptions (beam_size, fallback, "

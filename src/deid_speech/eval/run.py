@@ -22,7 +22,7 @@ from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import SPrivCounts, TextSpanScore, error_rate, residual_risk, risk_summary, spriv, word_errors
 from deid_speech.redact import RedactOptions, redaction_regions
-from deid_speech.systems import VERIFIER
+from deid_speech.systems import RECOGNISER, VERIFIER
 from deid_speech.types import EntitySpan, Span, Transcript, Word
 
 
@@ -132,7 +132,7 @@ class SystemScore:
                 "residual_risk": risk_summary(self.risks).as_dict()}
 
 
-def system_predictions(names: list[str], items: list[Item], asr_model: str = "tiny.en", asr=None,
+def system_predictions(names: list[str], items: list[Item], asr_model: str = RECOGNISER, asr=None,
                        options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
                        e2e=None, verifier: str = VERIFIER, verifier_asr=None, uncovered: str = "beep",
                        ) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
