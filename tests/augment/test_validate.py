@@ -59,6 +59,10 @@ def test_prompts_follow_the_paper_and_carry_the_tags():
     ("the car S F V nine seven J, twenty fifteen model, mileage eighty thousand", Counter(), "untagged_pii"),
     ("hi [PERSON] Tan [PERSON] my other number is nine one two three four five six seven lah",
      Counter({"PERSON": 1}), "untagged_pii"),
+    # numbers are spoken in the seed corpus; digits outside the values are another writing
+    ("You need to pay for a new car. The car costs $30,000 over five years.", Counter(), "digits"),
+    ("The police said the person was last seen at 3:00 PM at the park.", Counter(), "digits"),
+    ("hi [PERSON] Tan [PERSON] the appointment is at 3 pm, see you lah", Counter({"PERSON": 1}), "digits"),
 ])
 def test_lines_with_meta_talk_untagged_pii_or_no_numbers_are_rejected(line, tags, reason):
     assert check_line(line, tags, set()) == (None, reason)
@@ -66,6 +70,13 @@ def test_lines_with_meta_talk_untagged_pii_or_no_numbers_are_rejected(line, tags
 
 def test_a_no_pii_line_with_confusable_numbers_is_accepted():
     parsed, why = check_line("the bill is forty nine ninety, bus one nine oh can reach", Counter(), set())
+    assert why is None
+
+
+def test_digits_inside_a_tagged_value_are_accepted():
+    # the value is replaced by a fresh spoken one (augment.replace.fill_tags)
+    parsed, why = check_line("hi [PERSON] Tan Wei Ming [PERSON] here, call me at [PHONE] 91234567 [PHONE] lah",
+                             TAGS, set())
     assert why is None
 
 

@@ -1,6 +1,7 @@
 """Strict validation of LLM output lines: a line is accepted only if it carries exactly the
 requested tags, balanced, with no numbering or bullets, no ``<placeholder>`` left from the
-prompt's schema, no bracket left in the words, within length bounds, and is new. Safe repairs (numbering, tag spelling,
+prompt's schema, no bracket left in the words, no digit outside the tagged values (numbers are
+spoken, as in the seed corpus), within length bounds, and is new. Safe repairs (numbering, tag spelling,
 a misnamed closing tag) are applied before, by :mod:`deid_speech.augment.repair`.
 
 ``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
@@ -14,7 +15,7 @@ from collections import Counter
 from deid_speech.types import EntitySpan, parse_tagged
 
 REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "wrong_tags", "too_short", "too_long",
-           "untagged_pii", "no_number", "duplicate")
+           "untagged_pii", "no_number", "digits", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
 _META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:|"
@@ -57,6 +58,9 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "untagged_pii"
     if not tags and not _NUMBER.search(text):
         return None, "no_number"  # a no-PII training sentence is there for its confusable numbers
+    if re.search(r"\d", _without_values(text, ents)):
+        return None, "digits"  # "3:00 PM", "$30,000": the seed corpus speaks every number in words,
+        # and a transcript target in digits teaches a recogniser and a NER another writing
     key = normalise(_without_values(text, ents))
     if key in seen:
         return None, "duplicate"
