@@ -169,6 +169,26 @@ def test_a_run_that_holds_a_whole_entity_ends_at_the_next_plain_word(text, label
 
 
 @pytest.mark.parametrize("text,label,value", [
+    # a word that is a symbol only by its sound ("I", "to", "for", "a") after stray words is the
+    # sentence going on (as the benchmark's dev part wrote them)
+    ("account number oh two seven one two three four then we go for lunch after", "BANK_ACCOUNT",
+     "oh two seven one two three four"),
+    ("phone number nine one two three four five the rest I keep for emergencies", "PHONE",
+     "nine one two three four five"),
+    # a garbled digit after a stray word still counts when symbols go on after it
+    ("phone number 81 is the one 47 behind 22", "PHONE", "81 is the one 47 behind 22"),
+])
+def test_a_word_that_only_sounds_like_a_symbol_after_stray_words_ends_the_run(text, label, value):
+    assert (label, value) in found(text)
+
+
+def test_the_last_four_digits_do_not_grow_into_a_card_through_the_words_after_them():
+    # "I" and "to" once made the four digits six symbols, a card's least
+    assert found("just the last four digits of the card six nine seven seven the rest I don't want to stay "
+                 "over the phone") == []
+
+
+@pytest.mark.parametrize("text,label,value", [
     ("the plate is S K V four one two X Saturday six pm", "CAR_PLATE", "S K V four one two X"),
     ("account number five six seven eight nine, pay ten dollars", "BANK_ACCOUNT", "five six seven eight nine"),
 ])

@@ -19,7 +19,9 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a word the recogniser
    itself doubted (probability under :data:`LOW_PROB`). One other word may stand inside
    a run when identifier tokens follow it ("81 is the one 47": two words at most, and
-   then only between symbols). A run does not start with a word that is a symbol only by
+   then only between symbols). A word that is a symbol only by its sound ("I", "to",
+   "for", "a") after such a word does not renew that budget, and ends no run: "card six
+   nine seven seven the rest I don't want to say" is the card's "six nine seven seven". A run does not start with a word that is a symbol only by
    its sound ("I", "you", "for", "it") when a plain word follows it ("the card I use is
    four eight ..." starts at "four").
 3. A run ends at a clause boundary: a token ending in ".", "?" or "!" (Whisper's dotted
@@ -189,7 +191,8 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
             sym = _symbol(w) or ""
             parts.append((k, sym[:1] * (repeat - 1) + sym))
             repeat = REPEAT_WORDS.get(t, 1)
-            inside = 0
+            if not (inside and t in SOUND_ONLY):  # "the rest I don't": "I" renews no stray budget
+                inside = 0
         elif t in STOPS or t in NON_PII_BEFORE or not t:
             break  # a look-alike's context word ("unit", "postal") starts something else
         elif t in CORRECTIONS:
@@ -206,6 +209,11 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
         if _ends_clause(w) or (w.text.rstrip().endswith(",") and not _goes_on(words, k + 1)):
             break
         k += 1
+    # a symbol only by its sound after a stray word, at the run's end, is the stray words'
+    # sentence going on ("six nine seven seven the rest I don't ..."), not the entity
+    while (len(parts) > 1 and clean_token(words[parts[-1][0]].text) in SOUND_ONLY
+           and not _is_symbolic(words[parts[-1][0] - 1]) and clean_token(words[parts[-1][0] - 1].text) not in JOINERS):
+        parts.pop()
     if not parts:
         return None
     last = parts[-1][0]
