@@ -21,9 +21,9 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    a run when identifier tokens follow it ("81 is the one 47": two words at most, and
    then only between symbols). A word that is a symbol only by its sound ("I", "to",
    "for", "a") after such a word does not renew that budget, and ends no run: "card six
-   nine seven seven the rest I don't want to say" is the card's "six nine seven seven". A run does not start with a word that is a symbol only by
-   its sound ("I", "you", "for", "it") when a plain word follows it ("the card I use is
-   four eight ..." starts at "four").
+   nine seven seven the rest I don't want to say" holds only "six nine seven seven". A run
+   does not start with a word that is a symbol only by its sound ("I", "you", "for", "it")
+   when a plain word follows it ("the card I use is four eight ..." starts at "four").
 3. A run ends at a clause boundary: a token ending in ".", "?" or "!" (Whisper's dotted
    digit groups such as ".1" do not end it), a comma followed by a non-identifier word,
    a stop word ("and" before a non-identifier, "then", "thanks", "okay", "but", "so", ...),
