@@ -4,7 +4,8 @@ inaudible dither (Gaussian, amplitude 1e-4, about -60 dB under the speech) has c
 Whisper's decoding of noisy telephone audio is chaotic: such a change decides which windows
 loop and which fall back, and with them the transcripts and the redaction. One score is
 one draw; this script gives several, and their mean and standard deviation, for
-``cascade`` and ``cascade+verify`` (both decoders read the dithered audio). Draw 0 is the
+``cascade`` and ``cascade+verify`` (both decoders read the dithered audio), and of the
+recogniser's WER where the manifest has reference words. Draw 0 is the
 audio itself (no dither), so it equals ``deid-speech eval`` with the same options.
 
     .venv/bin/python bench/dither.py --manifest out/benchmark/dev/calls/manifest.jsonl \\
@@ -86,15 +87,19 @@ def main(argv: list[str] | None = None) -> dict:
                                                uncovered=args.uncovered))
         row = {s: {"leak": round(100 * v["audio_leak"]["leaked_duration"], 2),
                    "over_redaction": round(100 * v["audio_leak"]["over_redaction"], 2),
-                   "recall": round(v["timestamp_overlap"]["overall"]["recall"], 3)} for s, v in r["systems"].items()}
+                   "recall": round(v["timestamp_overlap"]["overall"]["recall"], 3),
+                   **({"wer": round(100 * v["wer"], 2)} if v.get("wer") is not None else {})}
+               for s, v in r["systems"].items()}
         draws.append(row)
         print(f"draw {d}: " + ", ".join(f"{s} leak {v['leak']} over {v['over_redaction']}" for s, v in row.items()),
               flush=True)
     summary = {}
     for s in draws[0]:
         summary[s] = {}
-        for k in ("leak", "over_redaction", "recall"):
-            xs = [row[s][k] for row in draws]
+        for k in ("leak", "over_redaction", "recall", "wer"):
+            xs = [row[s][k] for row in draws if k in row[s]]
+            if not xs:
+                continue
             summary[s][k] = {"mean": round(statistics.mean(xs), 3),
                              "sd": round(statistics.stdev(xs), 3) if len(xs) > 1 else 0.0, "draws": xs}
     result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": AMPLITUDE,

@@ -31,10 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "out" / "benchmark" / "dev"
-# "cascade" is the default: tiny.en-sg-full with tiny.en-sg's second opinion (--verify, on by default);
-# "--asr-model tiny.en" the stock recogniser in its place (the default before session 15)
-SYSTEMS = ("cascade", "cascade --no-verify", "cascade --fast-asr", "cascade --asr-model tiny.en",
-           "cascade --asr-model tiny.en-sg", "e2e+patterns")
+# "cascade" is the default: the stock recogniser with tiny.en-sg's second opinion (--verify, on by default)
+SYSTEMS = ("cascade", "cascade --no-verify", "cascade --fast-asr", "cascade --asr-model tiny.en-sg",
+           "cascade --asr-model tiny.en-sg-full", "e2e+patterns")
 PEERS = ("faster-whisper", "faster-whisper-batched", "whisper+presidio")
 
 

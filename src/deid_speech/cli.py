@@ -77,10 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="transcript outputs, comma-separated from json,srt,vtt,txt (redacted text only); "
                         "the JSON report is always written")
     r.add_argument("--asr-model", default=RECOGNISER,
-                   help="the cascade's recogniser: tiny.en-sg-full (default: Whisper tiny.en with encoder and "
-                        "decoder fine-tuned here on Singapore-English calls), tiny.en (the stock model), "
-                        "tiny.en-sg (its decoder fine-tuned), base, a CTranslate2 or HF folder, a delta "
-                        "folder, a .pt checkpoint, or a hub name")
+                   help="the cascade's recogniser: tiny.en (default, the stock model), tiny.en-sg-full "
+                        "(encoder and decoder fine-tuned here on Singapore-English calls: twice as fast on "
+                        "calls, slightly worse on real speech), tiny.en-sg (its decoder fine-tuned), base, "
+                        "a CTranslate2 or HF folder, a delta folder, a .pt checkpoint, or a hub name")
     r.add_argument("--fast-asr", action="store_true",
                    help="decode Whisper's windows in batches, greedily and independently: about twice as fast, "
                         "but it leaked more entity audio on held-out calls (docs/results.md §0f)")

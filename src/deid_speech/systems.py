@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from deid_speech.errors import DeidError
 
 CASCADE = ("patterns", "cue-runs", "spacy", "ner")
-# the cascade's recogniser (--asr-model): Whisper tiny.en with encoder and decoder fine-tuned on
-# call-like Singapore-English audio; its real-speech WER equals the stock model's, it leaks less
-# alone and decodes noisy calls about twice as fast (docs/results.md §0n); "tiny.en" is the stock model
-RECOGNISER = "tiny.en-sg-full"
+# the cascade's recogniser (--asr-model): the stock Whisper tiny.en. The fine-tune tiny.en-sg-full
+# leaks less alone and decodes noisy calls twice as fast, but over four dithered draws of the
+# real-speech set its WER is 8.9 +- 1.1 % against 7.5 +- 0.4 % (docs/results.md §0n)
+RECOGNISER = "tiny.en"
 # the cascade's second decoder (--verify, on by default in `redact`): the decoder-only fine-tune
-# hears Singlish PII the first pass misses (docs/results.md §0i, §0n); its own transcript is worse
-# on real speech, so it only adds spans, never writes the transcript
+# hears Singlish PII the stock model misses (docs/results.md §0i); its own transcript is worse on
+# real speech, so it only adds spans, never writes the transcript
 VERIFIER = "tiny.en-sg"
 SPOKEN_FORM = ("patterns", "cue-runs")
 

@@ -10,7 +10,7 @@ Shipped in this package (package data):
   a quantised delta over the PyPI tiny.en in CTranslate2 space (:mod:`deid_speech.asr.delta`
   rebuilds it once into the cache);
 * ``asr-full``: Whisper tiny.en with encoder *and* decoder fine-tuned on the same calls on a
-  GPU (``--asr-model tiny.en-sg-full``, the cascade's default recogniser), a delta of the same kind;
+  GPU (``--asr-model tiny.en-sg-full``), a delta of the same kind;
 * ``e2e``: the end-to-end tagger, a quantised delta over Whisper tiny.en
   (:mod:`deid_speech.e2e.shipped` rebuilds it once into the cache);
 * ``example``, ``example-truth``, ``example-manifest``: the example call, its ground
