@@ -6,7 +6,10 @@
   are not redacted.
 * Cues catch names spaCy misses in lower-case ASR text: "my name is X", "this is X
   speaking", titles ("Mr", "Madam", "Dr", "Auntie"), and Malay/Indian patronymics
-  ("bin", "binte", "s/o", "d/o") that join two names into one.
+  ("bin", "binte", "s/o", "d/o") that join two names into one. After a cue such as "I'm"
+  or "this is", a lower-case function word, adverb or long gerund that the recogniser was
+  sure of starts no name ("I'm talking pretty fast", "this is probably good"); a doubted
+  one does ("I'm having" for "under Darren").
 * A single capitalised proper noun that the US Census name list holds is a name wherever it
   stands ("faced Gregson across the table"): real speech names people outside the phrasings
   the models learned, and spaCy types such a name ORG or nothing.
@@ -259,6 +262,23 @@ def name_before(transcript: Transcript, pos: int, max_words: int = 2) -> list[Wo
     return out
 
 
+# the word classes a name after a cue does not start with ("I'm talking pretty fast", "this is
+# probably good", "I'm saying a bunch of ..."): spaCy's coarse tags
+PLAIN_POS = frozenset("AUX ADV DET PRON ADP CCONJ SCONJ PART".split())
+
+
+SURE = 0.7  # a word the recogniser gave at least this probability was heard as that word
+
+
+def _plain_word(tok, word) -> bool:
+    """A lower-case word of a class no name has, as spaCy tagged it where it stands (a
+    function word, an adverb, or a gerund of six letters or more: "talking"; "ching" may be
+    a name), and that the recogniser was sure of: a garbled name is often a doubted verb
+    ("I'm having" for "under Darren", probability 0.44)."""
+    return (tok is not None and word is not None and tok.text[:1].islower()
+            and word.prob >= SURE and (tok.pos_ in PLAIN_POS or (tok.tag_ == "VBG" and len(tok.text) >= 6)))
+
+
 NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".split())
 
 
@@ -316,10 +336,13 @@ class SpacyDetector:
             add(a, b, "PERSON", 0.55, "propn")
         for a, b in self._listed_names(doc):
             add(a, b, "PERSON", 0.55, "name-list")
+        starts = {t.idx: t for t in doc}
+        word_at = {w.char_start: w for w in transcript.words}
         for rx, capitalised in NAME_CUES:
             for m in rx.finditer(text):
                 r = _name_after(text, m.end())
-                if r and (not capitalised or text[r[0]].isupper()):
+                if r and (not capitalised or text[r[0]].isupper()) and not _plain_word(starts.get(r[0]),
+                                                                                        word_at.get(r[0])):
                     add(*r, "PERSON", 0.7, "cue")
         for m in re.finditer(r"\b(" + "|".join(TITLES) + r")\.?,?\s+(?=[A-Za-z])", text, re.IGNORECASE):
             r = _name_after(text, m.end(), max_words=3, initials=True)
