@@ -86,6 +86,34 @@ def test_pack_writes_windows_whose_targets_match_their_audio(tmp_path: Path) -> 
     assert {p: p.stat().st_mtime_ns for p in (out / "audio").iterdir()} == stamp
 
 
+def test_windows_of_tagged_records_carry_the_joined_tags_and_shifted_entity_times(tmp_path: Path) -> None:
+    from deid_speech.asr.train_data import load_records
+
+    src = _records(tmp_path / "src")
+    rows = [json.loads(x) for x in src.read_text().splitlines()]
+    for i, r in enumerate(rows):
+        r["tagged"] = f"sentence number [PHONE] {i} [PHONE]"
+        r["entities"] = [{"label": "PHONE", "text": str(i), "char_start": 16, "char_end": 16 + len(str(i)),
+                          "start": 0.6, "end": r["duration"] - 0.2}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "win"
+    pack(load_records(src), out, seed=1, max_s=6.0)
+    wins = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    by_id = {r["id"]: r for r in rows}
+    for w in wins:
+        assert w["tagged"] == " ".join(by_id[p]["tagged"] for p in w["parts"])
+        assert len(w["entities"]) == len(w["parts"])
+        assert [w["text"][e["char_start"]:e["char_end"]] for e in w["entities"]] == [p[1:] for p in w["parts"]]
+        # each entity lies inside its sentence's stretch of the timed target, in order
+        times = [float(x) for x in __import__("re").findall(r"<\|(\d+\.\d\d)\|>", w["timed"])]
+        for k, e in enumerate(w["entities"]):
+            assert times[2 * k] - 0.5 <= e["start"] < e["end"] <= times[2 * k + 1] + 0.05 and e["end"] <= w["duration"]
+    # records without tags give windows without them (train asr needs none)
+    plain = tmp_path / "plain"
+    pack(load_records(_records(tmp_path / "src2")), plain, seed=1, max_s=6.0)
+    assert all("tagged" not in json.loads(x) for x in (plain / "manifest.jsonl").read_text().splitlines())
+
+
 def test_cli_one_line_errors(tmp_path: Path, capsys) -> None:
     src = _records(tmp_path / "src", 3)
     assert main(["--manifest", str(src), "--out", str(tmp_path / "o"), "--max-seconds", "31"]) == 2

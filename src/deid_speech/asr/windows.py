@@ -14,7 +14,9 @@ one channel drawn for it (:func:`draw_channel`):
   :data:`~deid_speech.tts.channel.CODECS`);
 * level: -6..+3 dB.
 
-Every window's record has ``text`` (the sentences joined) and ``timed``: the target in
+Every window's record has ``text`` (the sentences joined), ``tagged`` and ``entities``
+(the sentences' tagged texts joined and their entity times in the window, when every
+sentence has them: the end-to-end model's target) and ``timed``: the target in
 Whisper's timestamp format, one segment per sentence, times relative to the window on
 Whisper's 0.02 s grid (``<|0.48|> my IC is S one two<|3.10|><|3.80|> ok<|4.20|>``), taken
 from the sentences' word times. About one window in six holds a single sentence (short
@@ -135,6 +137,24 @@ def plan(durations: Sequence[float], seed: int, max_s: float = 28.0, single_shar
     return windows
 
 
+def _window_entities(records: Sequence[dict], win: Sequence[tuple[int, float]], length: float) -> list[dict]:
+    """The sentences' entities in a window: times shifted by the sentence's offset, character
+    offsets into the joined ``text``; an entity whose time or offsets are missing, or that
+    starts after the window's end, is left out."""
+    out, base = [], 0
+    for i, off in win:
+        text = records[i]["text"]
+        lead = len(text) - len(text.lstrip())
+        for e in records[i].get("entities", []):
+            if "start" in e and "char_start" in e and off + float(e["start"]) < length:
+                a, b = base + int(e["char_start"]) - lead, base + int(e["char_end"]) - lead
+                out.append({"label": e["label"], "text": e.get("text", text[e["char_start"]:e["char_end"]]),
+                            "char_start": a, "char_end": b,
+                            "start": round(off + float(e["start"]), 3), "end": round(off + float(e["end"]), 3)})
+        base += len(text.strip()) + 1
+    return out
+
+
 def pack(records: Sequence[dict], out_dir: str | Path, seed: int = 0, max_s: float = 28.0,
          progress: bool = False) -> dict:
     """Write the windows of ``records`` (dicts with absolute ``audio``, ``text``,
@@ -171,11 +191,15 @@ def pack(records: Sequence[dict], out_dir: str | Path, seed: int = 0, max_s: flo
                 mix[s:s + n] += clip[:n]
             noisy = apply_channel(mix, ch, [load_audio(records[j]["audio"]) for j in talkers])
             save(Audio(noisy[:, None], SR, "FLAC", "PCM_16"), path)
-        rows.append({"id": wid, "audio": f"audio/{wid}.flac", "duration": round(length, 3),
-                     "text": " ".join(records[i]["text"].strip() for i, _ in win),
-                     "timed": timed_target(segments), "channel": ch,
-                     "parts": [records[i]["id"] for i, _ in win],
-                     "voices": sorted({str(records[i].get("voice", "")) for i, _ in win})})
+        row = {"id": wid, "audio": f"audio/{wid}.flac", "duration": round(length, 3),
+               "text": " ".join(records[i]["text"].strip() for i, _ in win),
+               "timed": timed_target(segments), "channel": ch,
+               "parts": [records[i]["id"] for i, _ in win],
+               "voices": sorted({str(records[i].get("voice", "")) for i, _ in win})}
+        if all("tagged" in records[i] for i, _ in win):  # the e2e model's target (train e2e)
+            row["tagged"] = " ".join(records[i]["tagged"].strip() for i, _ in win)
+            row["entities"] = _window_entities(records, win, length)
+        rows.append(row)
         if progress:
             print(f"\rwindows {k + 1}/{len(windows)}", end="", file=sys.stderr, flush=True)
     if progress:
