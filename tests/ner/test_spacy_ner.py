@@ -89,6 +89,9 @@ def test_a_listed_name_is_found_without_a_cue(det, text, name):
     "the Bank will send the letter",
     "Black or white, both colours are available.",
     "Grant the access first, then log in again.",
+    # a farewell, and a listed name that an organisation word follows (the example call, stock tiny.en)
+    "Okay. Thanks. Bye. You're welcome. Bye.",
+    "Good afternoon, Merlin Bank. How can I help you?",
 ])
 def test_a_listed_name_that_is_a_common_word_or_a_brand_stays(det, text):
     assert [t for lab, t in found(det, text) if lab == "PERSON"] == []

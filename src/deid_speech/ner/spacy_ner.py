@@ -280,6 +280,10 @@ def _plain_word(tok, word) -> bool:
 
 
 NOT_PERSON = frozenset("ic nric fin ok okay lah hello hi bye thanks sir madam".split())
+# words after a name that make it an organisation's ("Merlin Bank", "Tan Tock Seng Hospital")
+ORG_WORDS = frozenset("bank insurance clinic hospital polyclinic centre center limited ltd pte airlines airways "
+                      "street road avenue drive mall company group holdings branch office school college "
+                      "university motors travel".split())
 
 
 def _not_a_name(text: str) -> bool:
@@ -393,14 +397,17 @@ class SpacyDetector:
         """Single capitalised proper nouns that a name list holds, wherever they stand ("faced
         Gregson across the table", "Damon fried the omelet"): spaCy's small model types such a
         name ORG or nothing outside the phrasings it knows. The proper-noun tag keeps out a
-        listed name that is a common word where it stands ("Will you ...", "May I ...")."""
+        listed name that is a common word where it stands ("Will you ...", "May I ..."); a
+        farewell ("Bye.") and a name that an organisation word follows ("Merlin Bank", "Lim
+        Clinic") are no person."""
         names = listed_names()
         out = []
         for tok in doc:
-            word = tok.text
+            word, low = tok.text, tok.text.lower()
+            after = doc[tok.i + 1].text.lower() if tok.i + 1 < len(doc) else ""
             if (tok.pos_ == "PROPN" and word[:1].isupper() and word.isalpha() and len(word) >= 3
-                    and not word.isupper() and word.lower() in names
-                    and word.lower() not in NOT_NAME_WORDS and word.lower() not in MONTHS
+                    and not word.isupper() and low in names and after not in ORG_WORDS
+                    and low not in NOT_NAME_WORDS and low not in NOT_PERSON and low not in MONTHS
                     and tok.ent_type_ in ("", "PERSON", "ORG")):
                 out.append((tok.idx, tok.idx + len(word)))
         return out
