@@ -28,6 +28,7 @@ import numpy as np
 import soundfile as sf
 
 from deid_speech import models as shipped
+from deid_speech.systems import RECOGNISER
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,13 +73,9 @@ def main() -> int:
     ap.add_argument("--voice", default="piper")
     ap.add_argument("--split", default="test", choices=("train", "dev", "test"),
                     help="seed split the synthetic sentences come from (tune on dev, report test)")
-    ap.add_argument("--asr-model", default=None, help="default: the cascade's (deid_speech.systems.RECOGNISER)")
+    ap.add_argument("--asr-model", default=RECOGNISER, help="default: the cascade's (%(default)s)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/redact.json")
     args = ap.parse_args()
-    if args.asr_model is None:
-        from deid_speech.systems import RECOGNISER
-
-        args.asr_model = RECOGNISER
 
     from deid_speech.audio import Audio, load
     from deid_speech.pipeline import RedactConfig, Redactor
