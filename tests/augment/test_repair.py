@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from deid_speech.augment.llm import cut_at_repeat, loop_key
-from deid_speech.augment.repair import fix_tag_balance, fix_tag_spelling, repair_line, strip_bullet
+from deid_speech.augment.repair import fill_slots, fix_tag_balance, fix_tag_spelling, repair_line, strip_bullet
 from deid_speech.augment.validate import check_line
 
 PHONE = Counter({"PHONE": 1})
@@ -71,6 +71,34 @@ def test_a_misnamed_closing_tag_is_renamed_when_unambiguous():
 def test_tag_balance_leaves_ambiguous_lines_alone(line, tags):
     assert fix_tag_balance(line, tags) == line
     assert accepted(line, tags)[0] == "unbalanced"
+
+
+@pytest.mark.parametrize("line,tags", [
+    ('"Hey, can you please call me at [PHONE] to book the clinic tomorrow morning?"', PHONE),
+    ("Eh the delivery uncle say must call [PHONE] before three pm lah", PHONE),
+    ("Hi I'm [PERSON], can you call me back at [PHONE] after lunch?", TWO),
+])
+def test_a_lone_tag_is_a_slot_filled_with_a_placeholder_value(line, tags):
+    assert check_line(line, tags, set())[1] == "unbalanced"
+    assert accepted(line, tags) == (None, ["slot"])
+    text, ents = check_line(repair_line(line, tags)[0], tags, set())[0]
+    assert sorted(text[e.char_start:e.char_end] for e in ents) == sorted(t.lower() for t in tags)
+
+
+@pytest.mark.parametrize("line,tags", [
+    # the tag used as a noun after a determiner or possessive: no value fits there
+    ("I need to call the [PHONE] for an appointment with my doctor tomorrow", PHONE),
+    ("Can you check if my [PHONE] is still working after the update", PHONE),
+    # a label asked for twice: a lone tag and a pair cannot be told apart
+    ("Call [PHONE] or [PHONE] nine one two three four five six seven [PHONE] lah", Counter({"PHONE": 2})),
+    # a tag that was not asked for
+    ("Send it to [EMAIL] before five pm can or not", PHONE),
+    # one tag is a proper pair, the other lone: not every tag is a slot
+    ("Hi I'm [PERSON] Tan Wei Ming [PERSON], call me at [PHONE] after lunch", TWO),
+])
+def test_a_lone_tag_is_not_filled_where_it_is_a_noun_or_ambiguous(line, tags):
+    assert fill_slots(line, tags) == line
+    assert check_line(repair_line(line, tags)[0], tags, set())[1] in ("unbalanced", "wrong_tags")
 
 
 @pytest.mark.parametrize("line,tags,reason", [

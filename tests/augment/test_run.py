@@ -145,6 +145,8 @@ class Messy:
             f"{w} three, the hotline [PHONE] six two three four five six seven eight [NRIC] can",
             f"{w} four, IC [NRIC] S one two three four five six seven D [NRIC] and [PHONE] x [PHONE] ok",
             f"- {w} five, call [PHONE] nine one two three [PHONE] or nine eight seven six five four three two",
+            f"{w} six, please call me at [PHONE] after lunch can",
+            f"{w} seven, I need to call the [PHONE] for an appointment",
         ])
 
 
@@ -155,19 +157,22 @@ def test_repairs_are_counted_and_never_let_bad_lines_through(seed_file, tmp_path
         text, ents = parse_tagged(t)
         fh.write(json.dumps({"id": "s", "text": text, "tagged": t, "entities": [e.to_dict() for e in ents]}) + "\n")
     s = augment(seeds, tmp_path / "m.jsonl", AugmentOptions(n=100, per_request=5, max_requests=2), Messy())
-    assert s["lines"] == 10
-    assert s["repairs"] == {"bullet": 4, "tag_spelling": 2, "tag_balance": 2}
-    assert s["new"] == 6 and s["repaired_accepted"] == 6
-    assert s["rejected"] == {"wrong_tags": 2, "untagged_pii": 2}
+    assert s["lines"] == 14
+    assert s["repairs"] == {"bullet": 4, "tag_spelling": 2, "tag_balance": 2, "slot": 2}
+    assert s["new"] == 8 and s["repaired_accepted"] == 8
+    assert s["rejected"] == {"unbalanced": 2, "wrong_tags": 2, "untagged_pii": 2}
     rows = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert all([e["label"] for e in r["entities"]] == ["PHONE"] for r in rows)
     assert not any("five, call" in r["text"] for r in rows)  # the untagged number stays out
+    slot = [r for r in rows if "six, please" in r["text"]]
+    values = [r["text"][r["entities"][0]["char_start"]:r["entities"][0]["char_end"]] for r in slot]
+    assert len(slot) == 2 and all(len(v.split()) >= 8 and "phone" not in v for v in values), values  # placeholder replaced
 
     off = augment(seeds, tmp_path / "raw.jsonl", AugmentOptions(n=100, per_request=5, max_requests=2, repair=False),
                   Messy())
-    assert off["new"] == 0 and off["repairs"] == {"bullet": 0, "tag_spelling": 0, "tag_balance": 0}
+    assert off["new"] == 0 and off["repairs"] == {"bullet": 0, "tag_spelling": 0, "tag_balance": 0, "slot": 0}
     # unrepaired "[phone]" tags stay in the words as brackets
-    assert off["rejected"] == {"bullet": 4, "unbalanced": 2, "bracket": 2, "wrong_tags": 2}
+    assert off["rejected"] == {"bullet": 4, "unbalanced": 6, "bracket": 2, "wrong_tags": 2}
 
 
 def test_each_request_carries_the_sampling_options(seed_file, tmp_path):

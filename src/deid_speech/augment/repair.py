@@ -2,7 +2,7 @@
 :mod:`deid_speech.augment.validate` (which stays unchanged: a repaired line must still pass
 every check).
 
-Three repairs, each reported by name so the summary shows how many lines each touched:
+Four repairs, each reported by name so the summary shows how many lines each touched:
 
 ``bullet``
     strip one leading list marker ("1.", "2)", "3:", "(4)", "-", "*", "•", "·") followed by a
@@ -20,7 +20,16 @@ Three repairs, each reported by name so the summary shows how many lines each to
     exactly one such mismatch, the open label was requested, and the closing label was not
     (so it cannot be the start of a wanted entity).
 
-No repair adds, removes or moves a tag or a word, so a line whose PII lies outside its tags
+``slot``
+    ``call me at [PHONE] to book`` asked for ``{PHONE}`` -> ``call me at [PHONE] phone [PHONE] to
+    book``: a tag the model wrote once, as a slot to fill, gets a placeholder value, which tag
+    replacement then swaps for a fresh one (as it swaps every value). Only when every tag in the
+    line is such a lone slot, each requested label is asked for once and written once, and no
+    slot follows a determiner or possessive ("call the [PHONE] for ...", "my [PERSON] is ...":
+    the tag used as a noun, which a value would not fit).
+
+No repair removes or moves a tag or a word, and only ``slot`` adds any (a closing tag and a
+placeholder value right after a lone tag), so a line whose PII lies outside its tags
 still has it outside and is still rejected as ``untagged_pii``.
 """
 from __future__ import annotations
@@ -30,7 +39,7 @@ from collections import Counter
 
 from deid_speech.types import LABELS
 
-REPAIRS = ("bullet", "tag_spelling", "tag_balance")
+REPAIRS = ("bullet", "tag_spelling", "tag_balance", "slot")
 
 _LEADING_MARKER = re.compile(r"^\s*(?:[-*•·]|\d{1,3}[.):]|\(\d{1,3}\))\s+(?=\S)")
 _BRACKET = re.compile(r"\[\s*(/?)\s*([A-Za-z][A-Za-z _-]{0,30}?)\s*\]")
@@ -88,11 +97,30 @@ def fix_tag_balance(line: str, tags: Counter) -> str:
     return f"{line[:a]}[{label}]{line[b:]}"
 
 
+_DETERMINER = re.compile(r"\b(?:the|a|an|this|that|these|those|our|their|its|my|your|his|her)\W*$", re.IGNORECASE)
+
+
+def fill_slots(line: str, tags: Counter) -> str:
+    """Close each lone tag with a placeholder value (see the module doc); the line unchanged otherwise."""
+    found = list(_TAG.finditer(line))
+    if (not found or any(n != 1 for n in tags.values())
+            or Counter(m.group(1) for m in found) != tags):
+        return line
+    out, pos = [], 0
+    for m in found:
+        if _DETERMINER.search(line[:m.start()]):
+            return line
+        label = m.group(1)
+        out += [line[pos:m.end()], f" {label.lower()} [{label}]"]
+        pos = m.end()
+    return "".join(out) + line[pos:]
+
+
 def repair_line(line: str, tags: Counter) -> tuple[str, list[str]]:
     """Apply the repairs in order; return the line and the names of those that changed it."""
     done = []
     for name, fn in (("bullet", strip_bullet), ("tag_spelling", lambda x: fix_tag_spelling(x, tags)),
-                     ("tag_balance", lambda x: fix_tag_balance(x, tags))):
+                     ("tag_balance", lambda x: fix_tag_balance(x, tags)), ("slot", lambda x: fill_slots(x, tags))):
         new = fn(line)
         if new != line:
             done.append(name)
