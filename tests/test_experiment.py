@@ -39,7 +39,10 @@ backend = "template"
 [[arm]]
 strategy = "diverse"
 n = 2
-backend = "template"
+sentences = "llm/diverse0.6.jsonl"
+
+[tests]
+unseen = "unseen.jsonl"
 
 [train]
 e2e = ["--max-steps", "5"]
@@ -62,7 +65,8 @@ def _fake_cli(calls: list[list[str]]):
         system = argv[argv.index("--system") + 1]
         f1 = 0.5 + 0.1 * seed + (0.2 if system == "e2e" else 0.0)
         overall = {"precision": f1, "recall": f1, "f1": f1}
-        res = {"systems": {system: {"timestamp_overlap": {"overall": overall},
+        leak = {"leaked_duration": 0.1 * (seed + 1), "over_redaction": 0.3}
+        res = {"systems": {system: {"timestamp_overlap": {"overall": overall}, "audio_leak": leak,
                                     "timestamp_overlap_label_exact": {"per_label": {"PHONE": {"f1": f1}}}}}}
         out = Path(argv[argv.index("--out-dir") + 1])
         out.mkdir(parents=True)
@@ -72,24 +76,41 @@ def _fake_cli(calls: list[list[str]]):
 
 
 @needs_flite
+def _llm_arm(path: Path, n: int, strategy: str = "diverse", temperature: float = 0.6) -> None:
+    """An earlier `augment` run's output: n accepted sentences of one arm."""
+    from deid_speech.types import parse_tagged
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in range(n):
+        tagged = f"eh call [PHONE] nine one two three four five six {['seven', 'eight', 'nine'][k % 3]} [PHONE] lah line {k}"
+        text, ents = parse_tagged(tagged)
+        rows.append({"id": f"{strategy}-r{k}", "text": text, "tagged": tagged, "entities": [e.to_dict() for e in ents],
+                     "strategy": strategy, "temperature": temperature, "backend": "llamacpp", "model": "q.gguf",
+                     "request": k})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch, capsys) -> None:
     cfg = tmp_path / "exp.toml"
     cfg.write_text(CONFIG)
+    _llm_arm(tmp_path / "llm" / "diverse0.6.jsonl", 3)
+    (tmp_path / "unseen.jsonl").write_text('{"id": "u", "text": "hi", "audio": "u.flac"}\n')
     calls: list[list[str]] = []
     monkeypatch.setattr(experiment, "_cli", _fake_cli(calls))
     assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
     out = (tmp_path / "exp").resolve()
-    # 3 arms x 2 seeds x 2 systems trained; each model scored on test and test_telephone
+    # 3 arms x 2 seeds x 2 systems trained; each model scored on test, test_telephone and [tests]
     trains = [c for c in calls if c[0] == "train"]
     evals = [c for c in calls if c[0] == "eval"]
-    assert len(trains) == 12 and len(evals) == 24
+    assert len(trains) == 12 and len(evals) == 36
     assert all(c[c.index("--dev") + 1].endswith("data/dev/manifest.jsonl") for c in trains)
-    assert {Path(c[c.index("--manifest") + 1]).parent.name for c in evals} == {"test", "test_telephone"}
+    assert {Path(c[c.index("--manifest") + 1]).parent.name for c in evals} == {"test", "test_telephone", tmp_path.name}
     assert all(c[-2:] == ["--max-steps", "5"] for c in trains if c[1] == "e2e")
     # every NER training and cascade evaluation reads one transcript cache; the e2e model,
     # its own recogniser, none
     cached = [c for c in calls if (c[0], c[1]) == ("train", "ner") or "--ner-model" in c]
-    assert len(cached) == 6 + 12
+    assert len(cached) == 6 + 18
     assert {c[c.index("--asr-cache") + 1] for c in cached} == {str(out / "cache" / "asr-transcripts.jsonl")}
     assert not any("--asr-cache" in c for c in calls if c not in cached)
     # the e2e model trains and is scored on the config's device (default cpu)
@@ -99,6 +120,11 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     arm_train = [json.loads(x) for x in (out / "arms" / "similar0.3" / "train.jsonl").read_text().splitlines()]
     assert len(arm_train) == 3 + 2 and all(Path(r["audio"]).is_file() for r in arm_train)
     assert sum(r["id"].startswith("similar") for r in arm_train) == 2
+    # the LLM arm: the first n sentences of the earlier run, not generated again
+    llm_train = [json.loads(x) for x in (out / "arms" / "diverse0.6" / "train.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in llm_train if r["id"].startswith("diverse")) == ["diverse-r0", "diverse-r1"]
+    steps = json.loads((out / "steps.json").read_text())
+    assert steps["arm diverse0.6"]["augment"] == {"accepted": 2, "requests": 2, "backend": "llamacpp", "model": "q.gguf"}
     base_train = out / "data" / "train" / "manifest.jsonl"
     assert sum(1 for _ in base_train.open()) == 3
     # dev/test never voiced with a training voice
@@ -110,8 +136,12 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
                and e["test"] == "test")
     assert row["f1"] == pytest.approx(0.75) and row["f1_sd"] == pytest.approx(0.0707, abs=1e-4)
     assert row["per_label_f1"]["PHONE"] == pytest.approx(0.75) and row["per_label_f1"]["NRIC"] == 0
+    assert row["leak"] == pytest.approx(0.15) and row["over_redaction"] == pytest.approx(0.3)
+    assert {e["test"] for e in results["table"]} == {"test", "test_telephone", "unseen"}
     md = (out / "results.md").read_text()
-    assert "| baseline+similar0.3 | 55.0 ± 7.1 | 55.0 ± 7.1 | **55.0 ± 7.1** |" in md  # cascade: seeds 0.5, 0.6
+    # cascade: seeds 0.5, 0.6; leak 0.1, 0.2
+    assert "| baseline+similar0.3 | 55.0 ± 7.1 | 55.0 ± 7.1 | **55.0 ± 7.1** | 15.0 ± 7.1 | 30.0 ± 0.0 |" in md
+    assert "## Pipeline (cascade: Whisper + patterns + spaCy + trained NER): unseen" in md
     assert (out / "results.png").stat().st_size > 1000
     # a rerun does nothing again
     calls.clear()
@@ -138,6 +168,8 @@ def test_failed_step_stops_and_is_not_recorded(tmp_path: Path, monkeypatch) -> N
     ('out_dir = "x"\n[train]\nner = "--fast"', "[train]"),
     ('out_dir = "x"\nbogus = 1', "unknown config key"),
     ('out_dir = "x"\ndevice = "tpu"', "device: cpu or cuda"),
+    ('out_dir = "x"\n[tests]\ntest = "a.jsonl"', "names other than"),
+    ('out_dir = "x"\n[tests]\nunseen = "nowhere.jsonl"', "no such manifest"),
 ])
 def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
     p = tmp_path / "e.toml"
@@ -169,3 +201,22 @@ def test_summary_means_over_seeds_only_within_a_cell() -> None:
     by = {e["arm"]: e for e in table}
     assert by["a"]["f1"] == pytest.approx(0.6) and by["a"]["n_seeds"] == 2
     assert by["b"]["f1"] == pytest.approx(0.9) and by["b"]["f1_sd"] is None
+
+
+def test_an_arm_from_an_earlier_run_needs_enough_sentences_of_its_own_kind(tmp_path: Path) -> None:
+    from deid_speech.augment.run import AugmentOptions
+    from deid_speech.make_dataset import Arm, arm_sentences
+
+    _llm_arm(tmp_path / "d.jsonl", 3)
+    arm = Arm(strategy="diverse", temperature=0.6, n=5, sentences=str(tmp_path / "d.jsonl"))
+    opts = AugmentOptions(strategy="diverse", temperature=0.6, n=5)
+    with pytest.raises(DeidError, match="holds 3 sentences, the arm needs 5"):
+        arm_sentences(arm, tmp_path / "seed.jsonl", tmp_path / "out.jsonl", opts, [])
+    wrong = Arm(strategy="similar", temperature=0.3, n=2, sentences=str(tmp_path / "d.jsonl"))
+    with pytest.raises(DeidError, match="another arm"):
+        arm_sentences(wrong, tmp_path / "seed.jsonl", tmp_path / "out.jsonl",
+                      AugmentOptions(strategy="similar", temperature=0.3, n=2), [])
+    missing = Arm(strategy="diverse", temperature=0.6, n=2, sentences=str(tmp_path / "none.jsonl"))
+    with pytest.raises(DeidError, match="no such sentences file"):
+        arm_sentences(missing, tmp_path / "seed.jsonl", tmp_path / "out.jsonl", opts, [])
+    assert not (tmp_path / "out.jsonl").exists()

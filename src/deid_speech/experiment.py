@@ -29,6 +29,9 @@ model scored by ``deid-speech eval`` on the same test sets. The config is TOML (
     n = 80
     backend = "template"                       # or ollama / llamacpp with model = ...
 
+    [tests]                                    # optional: more test manifests, scored like test
+    unseen_utterances = "../../out/benchmark/test/utterances/manifest.jsonl"
+
     [train]                                    # extra command-line options per trainer
     ner = ["--max-epochs", "10"]
     e2e = ["--max-steps", "300"]
@@ -36,7 +39,12 @@ model scored by ``deid-speech eval`` on the same test sets. The config is TOML (
 Every step records its result and is skipped on a rerun, so an interrupted experiment
 resumes where it stopped. Output: ``OUT/results.json``, ``OUT/results.md`` (the paper's
 table form: P/R/F1 per arm for pipeline and E2E, on test and test_telephone, then per
-label), ``OUT/results.png`` and each step's own folder.
+label), ``OUT/results.png`` and each step's own folder. Every cell has the leak (share of
+entity audio still audible) and the over-redaction (share of other speech beeped) next to F1.
+
+An arm may take its sentences from an earlier ``augment`` run instead of generating them
+(``sentences = "path.jsonl"``: its first ``n`` rows), so the slow LLM arms can be written by a
+resumable job (``bench/augment_bench.py --work``) and the matrix run on them later.
 """
 from __future__ import annotations
 
@@ -49,7 +57,7 @@ from pathlib import Path
 
 from deid_speech.audio import write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.make_dataset import Arm, DatasetConfig, read_toml
+from deid_speech.make_dataset import Arm, DatasetConfig, parse_arms, read_toml
 from deid_speech.systems import TABLE, TRAINABLE
 from deid_speech.types import LABELS
 
@@ -67,6 +75,7 @@ class ExperimentConfig:
     asr_model: str = "tiny.en"
     device: str = "cpu"  # the e2e model's training and scoring device
     train_args: dict = field(default_factory=dict)  # trainer name -> extra CLI options
+    extra_tests: dict = field(default_factory=dict)  # name -> manifest, scored like test
 
     @classmethod
     def load(cls, path: Path) -> ExperimentConfig:
@@ -74,7 +83,7 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> ExperimentConfig:
-        known = {"out_dir", "seeds", "systems", "asr_model", "device", "data", "tts", "arm", "train"}
+        known = {"out_dir", "seeds", "systems", "asr_model", "device", "data", "tts", "arm", "train", "tests"}
         if unknown := set(raw) - known:
             raise DeidError(f"unknown config key(s): {', '.join(sorted(unknown))}")
         if "out_dir" not in raw:
@@ -85,7 +94,7 @@ class ExperimentConfig:
             raise DeidError("[data] takes no augment or out_dir: arms are [[arm]] tables")
         data_cfg = DatasetConfig.from_dict({**data, "out_dir": str(out / "data"), "tts": raw.get("tts", {})}, base)
         try:
-            arms = tuple(Arm(**a) for a in raw.get("arm", []))
+            arms = parse_arms(raw.get("arm", []), base)
         except TypeError as exc:
             raise DeidError(f"bad [[arm]]: {exc}") from None
         if len({a.name for a in arms}) != len(arms):
@@ -102,8 +111,15 @@ class ExperimentConfig:
         train = raw.get("train", {})
         if set(train) - {"ner", "e2e"} or not all(isinstance(v, list) for v in train.values()):
             raise DeidError("[train] takes ner = [...] and e2e = [...] (extra command-line options)")
+        tests = raw.get("tests", {})
+        if not isinstance(tests, dict) or not all(isinstance(v, str) for v in tests.values()) or set(tests) & set(TEST_SETS):
+            raise DeidError("[tests] takes name = \"manifest.jsonl\" pairs (names other than "
+                            f"{', '.join(TEST_SETS)})")
+        extra = {k: (base / v).resolve() for k, v in tests.items()}
+        if missing := [str(v) for v in extra.values() if not v.is_file()]:
+            raise DeidError(f"[tests]: no such manifest: {missing[0]}")
         return cls(out, data_cfg, arms, seeds or (0,), systems, str(raw.get("asr_model", "tiny.en")), device,
-                   {k: [str(x) for x in v] for k, v in train.items()})
+                   {k: [str(x) for x in v] for k, v in train.items()}, extra)
 
     def arm_names(self) -> list[str]:
         return ["baseline"] + [f"baseline+{a.name}" for a in self.arms]
@@ -153,10 +169,9 @@ def _combine(manifests: list[Path], out: Path) -> int:
 
 def build_data(cfg: ExperimentConfig, steps: Steps, progress: bool | None = None) -> dict[str, Path]:
     """The Baseline data (seed train, dev, test, test_telephone) and one train manifest per arm."""
-    from deid_speech.augment.llm import make_backend
-    from deid_speech.augment.run import AugmentOptions, augment
+    from deid_speech.augment.run import AugmentOptions
     from deid_speech.augment.seed import load_split
-    from deid_speech.make_dataset import make_dataset, voice_pools
+    from deid_speech.make_dataset import arm_sentences, make_dataset, voice_pools
     from deid_speech.tts.dataset import voice_manifest
 
     data = cfg.data.out_dir
@@ -174,8 +189,7 @@ def build_data(cfg: ExperimentConfig, steps: Steps, progress: bool | None = None
                               max_requests=arm.max_requests)
 
         def run_arm(arm=arm, arm_dir=arm_dir, opts=opts) -> dict:
-            summary = augment(seed_train, arm_dir / "augmented.jsonl", opts,
-                              make_backend(arm.backend, arm.model, pool, arm.host))
+            summary = arm_sentences(arm, seed_train, arm_dir / "augmented.jsonl", opts, pool)
             if not summary["complete"]:
                 raise DeidError(f"arm {arm.name}: only {summary['accepted']} of {arm.n} sentences accepted")
             held, pools = voice_pools(cfg.data.tts)
@@ -210,7 +224,7 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
     trains = build_data(cfg, steps, progress)
     dev = cfg.data.out_dir / "dev" / "manifest.jsonl"
     tests = {t: cfg.data.out_dir / t / "manifest.jsonl" for t in TEST_SETS}
-    tests = {t: p for t, p in tests.items() if p.is_file()}
+    tests = {t: p for t, p in tests.items() if p.is_file()} | cfg.extra_tests
     prog = ["--progress", "on" if progress else "off"]
     # one Whisper transcript per audio file for every NER training and cascade evaluation
     asr_cache = ["--asr-cache", str(out / "cache" / "asr-transcripts.jsonl")]
@@ -237,8 +251,10 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
                             "--asr-model", cfg.asr_model, "--out-dir", str(ev), *prog]
                     steps.run(f"eval {system} {arm} seed {seed} {test}", lambda argv=argv: _cli(argv))
                     res = json.loads((ev / "results.json").read_text())["systems"][system]
+                    leak = res["audio_leak"]
                     rows.append({"arm": arm, "seed": seed, "system": system, "test": test,
                                  "overall": res["timestamp_overlap"]["overall"],
+                                 "leak": leak["leaked_duration"], "over_redaction": leak["over_redaction"],
                                  "per_label": res["timestamp_overlap_label_exact"]["per_label"]})
                     write_report(cfg, trains, tests, rows, steps, complete=False)  # a stopped run still has its table
     return write_report(cfg, trains, tests, rows, steps, complete=True)
@@ -278,8 +294,12 @@ def summarise(rows: list[dict]) -> list[dict]:
     table = []
     for (system, test, arm), rs in groups.items():
         entry = {"system": system, "test": test, "arm": arm, "n_seeds": len(rs)}
-        for m in ("precision", "recall", "f1"):
-            mean, sd = _mean_sd([r["overall"][m] for r in rs])
+        for m in ("precision", "recall", "f1", "leak", "over_redaction"):
+            xs = [r["overall"][m] if m in r["overall"] else r.get(m) for r in rs]
+            if any(x is None for x in xs):  # a row from before leak was recorded
+                entry[m], entry[m + "_sd"] = None, None
+                continue
+            mean, sd = _mean_sd(xs)
             entry[m], entry[m + "_sd"] = round(mean, 4), (round(sd, 4) if sd is not None else None)
         entry["per_label_f1"] = {lab: round(statistics.fmean([r["per_label"].get(lab, {}).get("f1", 0.0)
                                                              for r in rs]), 4) for lab in LABELS}
@@ -288,6 +308,8 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 
 def _cell(e: dict, m: str) -> str:
+    if e[m] is None:
+        return "-"
     s = f"{100 * e[m]:.1f}"
     return s + (f" ± {100 * e[m + '_sd']:.1f}" if e.get(m + "_sd") is not None else "")
 
@@ -300,14 +322,16 @@ def markdown(results: dict) -> str:
         out += ["**Incomplete: the run stopped before every step was done; the tables show the "
                 "finished cells only.**", ""]
     out += [f"Seeds {results['seeds']}; timestamp-overlap precision/recall/F1 (label-agnostic, the "
-            "paper's metric), in %; mean ± std over seeds where there are several.", ""]
+            "paper's metric), leak (share of entity audio still audible) and over-redaction (share of "
+            "the other speech beeped), in %; mean ± std over seeds where there are several.", ""]
     for system in results["systems"]:
         for test in results["tests"]:
-            out += [f"## {name[system]}: {test}", "", "| training data | P | R | F1 |", "|---|---:|---:|---:|"]
+            out += [f"## {name[system]}: {test}", "", "| training data | P | R | F1 | leak | over-redaction |",
+                    "|---|---:|---:|---:|---:|---:|"]
             for e in results["table"]:
                 if e["system"] == system and e["test"] == test:
                     out.append(f"| {e['arm']} | {_cell(e, 'precision')} | {_cell(e, 'recall')} | "
-                               f"**{_cell(e, 'f1')}** |")
+                               f"**{_cell(e, 'f1')}** | {_cell(e, 'leak')} | {_cell(e, 'over_redaction')} |")
             out.append("")
     out += ["## Per label (label-exact F1 %, mean over seeds)", "",
             "| system | test | training data | " + " | ".join(LABELS) + " |",
