@@ -77,6 +77,8 @@ def test_tag_balance_leaves_ambiguous_lines_alone(line, tags):
     ('"Hey, can you please call me at [PHONE] to book the clinic tomorrow morning?"', PHONE),
     ("Eh the delivery uncle say must call [PHONE] before three pm lah", PHONE),
     ("Hi I'm [PERSON], can you call me back at [PHONE] after lunch?", TWO),
+    ("[PERSON] will call you back later to confirm the booking", Counter({"PERSON": 1})),
+    ("Sorry ah. [PERSON] says the car is ready, can collect tomorrow", Counter({"PERSON": 1})),
 ])
 def test_a_lone_tag_is_a_slot_filled_with_a_placeholder_value(line, tags):
     assert check_line(line, tags, set())[1] == "unbalanced"
@@ -93,6 +95,13 @@ def test_a_lone_tag_is_a_slot_filled_with_a_placeholder_value(line, tags):
     ("Call [PHONE] or [PHONE] nine one two three four five six seven [PHONE] lah", Counter({"PHONE": 2})),
     # a tag that was not asked for
     ("Send it to [EMAIL] before five pm can or not", PHONE),
+    # an entity the model opened and never closed, or closed and never opened: a value next to the tag
+    ("I'm going to the family group chat on [DATE] twenty third April, bring along your documents", Counter({"DATE": 1})),
+    ("Eh my number is [PHONE] nine one two three four five six seven, call me", PHONE),
+    ("Eh my number is nine one two three four five six seven [PHONE], call me ok", PHONE),
+    ("Please ask for [PERSON] Tan Wei Ming at the counter later", Counter({"PERSON": 1})),
+    ("Please ask for Madam Siti [PERSON] at the counter later", Counter({"PERSON": 1})),
+    ("Send the form to [EMAIL] at gmail dot com before Friday", Counter({"EMAIL": 1})),
     # one tag is a proper pair, the other lone: not every tag is a slot
     ("Hi I'm [PERSON] Tan Wei Ming [PERSON], call me at [PHONE] after lunch", TWO),
 ])

@@ -117,3 +117,19 @@ def test_a_copied_seed_sentence_is_still_a_duplicate():
 def test_a_bracket_left_in_the_words_is_rejected(line, tags):
     # Qwen2.5-Coder-1.5B wrapped a no-PII line in "[none: ...]", copied from the prompt
     assert check_line(line, tags, set()) == (None, "bracket")
+
+
+@pytest.mark.parametrize("line,reason", [
+    ('The appointment is on [DATE] twenty first August nineteen eighty [DATE], bring along the documents." (um)',
+     "bracket"),
+    ("My accident was on [DATE] the second of May [DATE] (The accident happened on a specific day.)", "bracket"),
+    ('The appointment is on [DATE] twenty first August nineteen eighty [DATE]," she said, bring the documents',
+     "quote"),
+])
+def test_comments_in_parentheses_or_after_a_quote_are_rejected(line, reason):
+    from collections import Counter as C
+
+    assert check_line(line, C({"DATE": 1}), set()) == (None, reason)
+    # the same sentence without the comment passes
+    clean = line.split('"')[0].split(" (")[0] + " lah"
+    assert check_line(clean, C({"DATE": 1}), set())[1] is None, clean

@@ -26,7 +26,11 @@ Four repairs, each reported by name so the summary shows how many lines each tou
     replacement then swaps for a fresh one (as it swaps every value). Only when every tag in the
     line is such a lone slot, each requested label is asked for once and written once, and no
     slot follows a determiner or possessive ("call the [PHONE] for ...", "my [PERSON] is ...":
-    the tag used as a noun, which a value would not fit).
+    the tag used as a noun, which a value would not fit), and no slot has a value-like word
+    next to it (a number word, a digit, a single letter, a month, "plus", "at", "dot", an
+    ordinal, a capitalised word other than a sentence's first): ``on [DATE] twenty third
+    April`` is an entity the model opened and never closed, and a placeholder there would
+    leave its words outside the tags.
 
 No repair removes or moves a tag or a word, and only ``slot`` adds any (a closing tag and a
 placeholder value right after a lone tag), so a line whose PII lies outside its tags
@@ -97,6 +101,20 @@ def fix_tag_balance(line: str, tags: Counter) -> str:
     return f"{line[:a]}[{label}]{line[b:]}"
 
 
+_VALUE_WORD = re.compile(
+    r"^(?:\d.*|[A-Za-z]|zero|oh|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|"
+    r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|double|triple|plus|at|dot|"
+    r"first|second|third|\w+th|january|february|march|april|may|june|july|august|september|october|"
+    r"november|december)$", re.IGNORECASE)
+
+
+def _value_like(word: str, first: bool, before: bool = False) -> bool:
+    w = word.strip(".,;:!?\"'()")
+    if not w or (before and w.lower() == "at"):  # "call me at [PHONE]": "at" is an email's only after it
+        return False
+    return bool(_VALUE_WORD.match(w)) or (w[0].isupper() and not first and w.split("'")[0] != "I")
+
+
 _DETERMINER = re.compile(r"\b(?:the|a|an|this|that|these|those|our|their|its|my|your|his|her)\W*$", re.IGNORECASE)
 
 
@@ -108,7 +126,9 @@ def fill_slots(line: str, tags: Counter) -> str:
         return line
     out, pos = [], 0
     for m in found:
-        if _DETERMINER.search(line[:m.start()]):
+        before, after = line[:m.start()].split(), line[m.end():].split()
+        if (_DETERMINER.search(line[:m.start()]) or (after and _value_like(after[0], False))
+                or (before and _value_like(before[-1], len(before) == 1 or before[-2][-1:] in ".?!", True))):
             return line
         label = m.group(1)
         out += [line[pos:m.end()], f" {label.lower()} [{label}]"]

@@ -1,8 +1,8 @@
 """Strict validation of LLM output lines: a line is accepted only if it carries exactly the
 requested tags, balanced, with no numbering or bullets, no ``<placeholder>`` left from the
-prompt's schema, no bracket left in the words, no digit outside the tagged values (numbers are
+prompt's schema, no bracket or parenthesis or double quote left in the words, no digit outside the tagged values (numbers are
 spoken, as in the seed corpus), within length bounds, and is new. Safe repairs (numbering, tag spelling,
-a misnamed closing tag) are applied before, by :mod:`deid_speech.augment.repair`.
+a misnamed closing tag, a lone tag as a slot) are applied before, by :mod:`deid_speech.augment.repair`.
 
 ``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
 the augmentation summary.
@@ -14,7 +14,7 @@ from collections import Counter
 
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "wrong_tags", "too_short", "too_long",
+REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "wrong_tags", "too_short", "too_long",
            "untagged_pii", "no_number", "digits", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
@@ -45,8 +45,11 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         text, ents = parse_tagged(line)
     except ValueError:
         return None, "unbalanced"
-    if "[" in text or "]" in text:
-        return None, "bracket"  # a bracket left in the words ("[none: ...]" copied from the no-PII prompt)
+    if re.search(r"[][()]", text):
+        return None, "bracket"  # a bracket left in the words ("[none: ...]" copied from the no-PII prompt,
+        # "(uh)", "(The person means ...)": the seed corpus has none)
+    if '"' in text:
+        return None, "quote"  # a quoted sentence with a comment after it ('... documents." (um)'); the seed has none
     if Counter(e.label for e in ents) != tags:
         return None, "wrong_tags"
     n = len(text.split())
