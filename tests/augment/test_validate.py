@@ -133,3 +133,29 @@ def test_comments_in_parentheses_or_after_a_quote_are_rejected(line, reason):
     # the same sentence without the comment passes
     clean = line.split('"')[0].split(" (")[0] + " lah"
     assert check_line(clean, C({"DATE": 1}), set())[1] is None, clean
+
+
+def test_a_value_then_a_clause_about_it_is_a_fragment_but_the_seed_style_is_not():
+    from collections import Counter as C
+
+    email = C({"EMAIL": 1})
+    frag = "[EMAIL] tan wei at gmail dot com [EMAIL] the manager at the school office is asking for it"
+    assert check_line(frag, email, set()) == (None, "fragment")
+    assert check_line(frag.replace("[EMAIL] the", "[EMAIL], the"), email, set())[1] is None
+    assert check_line("[PERSON] Hui Min [PERSON] ah, you coming for the makan tonight or not",
+                      C({"PERSON": 1}), set())[1] is None
+
+
+def test_no_seed_sentence_is_rejected_by_the_style_rules():
+    from collections import Counter as C
+
+    from deid_speech import models
+    from deid_speech.augment.seed import load_split
+
+    for split in ("train", "dev", "test"):
+        for r in load_split(models.path("seed") / f"{split}.jsonl"):
+            from deid_speech.types import parse_tagged
+
+            tags = C(e.label for e in parse_tagged(r["tagged"])[1])
+            # (one seed line opens with "sure," and is "meta": the older rule, kept)
+            assert check_line(r["tagged"], tags, set())[1] not in ("bracket", "quote", "fragment", "digits"), r["tagged"]

@@ -1,7 +1,8 @@
 """Strict validation of LLM output lines: a line is accepted only if it carries exactly the
 requested tags, balanced, with no numbering or bullets, no ``<placeholder>`` left from the
 prompt's schema, no bracket or parenthesis or double quote left in the words, no digit outside the tagged values (numbers are
-spoken, as in the seed corpus), within length bounds, and is new. Safe repairs (numbering, tag spelling,
+spoken, as in the seed corpus), no value other than a name opening the line without a comma after it
+(a fragment), within length bounds, and is new. Safe repairs (numbering, tag spelling,
 a misnamed closing tag, a lone tag as a slot) are applied before, by :mod:`deid_speech.augment.repair`.
 
 ``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
@@ -14,7 +15,7 @@ from collections import Counter
 
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "wrong_tags", "too_short", "too_long",
+REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "fragment", "wrong_tags", "too_short", "too_long",
            "untagged_pii", "no_number", "digits", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
@@ -52,6 +53,9 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "quote"  # a quoted sentence with a comment after it ('... documents." (um)'); the seed has none
     if Counter(e.label for e in ents) != tags:
         return None, "wrong_tags"
+    if ents and ents[0].char_start == 0 and ents[0].label != "PERSON" and not re.match(r"\s*[,.?!;:]", text[ents[0].char_end:]):
+        return None, "fragment"  # '[EMAIL] ... [EMAIL] the manager is asking ...': a value, then a
+        # clause about it; every seed sentence that opens with a number or an email has a comma after it
     n = len(text.split())
     if n < MIN_WORDS:
         return None, "too_short"
