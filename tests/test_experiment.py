@@ -190,6 +190,13 @@ def test_shipped_configs_parse() -> None:
     assert (small_gpu.data, small_gpu.arms) == (small.data.__class__(**{**small.data.__dict__,
                                                                           "out_dir": small_gpu.data.out_dir}),
                                                 small.arms)  # the same data as small.toml
+    # the LLM matrix: small.toml's data, its arms from the job's files (which a fresh clone lacks)
+    from deid_speech.make_dataset import read_toml
+
+    llm, raw_small = (read_toml(ROOT / "configs" / "experiments" / f) for f in ("small-llm.toml", "small.toml"))
+    assert (llm["data"], llm["tts"], llm["train"]) == (raw_small["data"], raw_small["tts"], raw_small["train"])
+    assert [(a["strategy"], a["temperature"]) for a in llm["arm"]] == [(a.strategy, a.temperature) for a in small.arms]
+    assert all(a["sentences"].endswith(f"{a['strategy']}{a['temperature']}.jsonl") for a in llm["arm"])
 
 
 def test_summary_means_over_seeds_only_within_a_cell() -> None:
