@@ -3,7 +3,7 @@ accepted sentences (distinct-2, self-BLEU), and time per 100 accepted sentences.
 
     .venv/bin/python bench/augment_bench.py [--backend llamacpp] [--model FILE.gguf] [--n 40]
         [--max-requests 6] [--threads N] [--out bench/results/augment-<backend>.json]
-        [--work DIR [--round-requests 2]]
+        [--work DIR [--round-requests 2] [--report]]
 
 Runs the four arms Similar/Diverse x 0.3/0.6 from data/seed/train.jsonl into a temporary
 folder (each from scratch), so numbers are per arm on equal footing.
@@ -14,7 +14,8 @@ round, so all four grow together), every finished round's summary is appended to
 ``DIR/rounds.jsonl``, and a stopped job continues where it stopped when started again with
 the same command (``augment`` resumes from the JSONL). An arm stops at ``--n`` sentences or
 ``--max-requests`` requests; the report sums the rounds (a round cut by a kill loses its
-counts, never its sentences).
+counts, never its sentences). ``--report`` writes the report of the rounds so far and
+generates nothing (``kept``: the sentences in each file now).
 """
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def describe(s: dict, out: Path) -> dict:
     s.update({"distinct_2": round(distinct_n(texts), 4) if texts else None,
               "self_bleu": round(self_bleu(texts), 4) if len(texts) > 1 else None,
               "sentences_per_hour": round(3600 * s["new"] / s["wall_s"], 1) if s["wall_s"] else None,
+              "kept": len(texts),  # in the file now (a later, stricter rule may have removed some)
               "examples": texts[:5]})
     return s
 
@@ -96,9 +98,11 @@ def sum_rounds(rounds: list[dict]) -> dict:
     return total
 
 
-def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: int, per_round: int) -> dict:
+def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: int, per_round: int,
+               generate: bool = True) -> dict:
     """The resumable job: the arms take turns, ``per_round`` requests each, until every arm has
-    its sentences or has used ``max_requests``; each finished round is appended to rounds.jsonl."""
+    its sentences or has used ``max_requests``; each finished round is appended to rounds.jsonl.
+    ``generate=False`` only reports the rounds so far."""
     from deid_speech.augment.run import augment
 
     work.mkdir(parents=True, exist_ok=True)
@@ -108,7 +112,7 @@ def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: 
         rows = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
         return {f"{s}{t}": [r for r in rows if r["arm"] == f"{s}{t}"] for s, t in ARMS}
 
-    while True:
+    while generate:
         rounds = done_rounds()
         todo = [(s, t) for s, t in ARMS if not rounds[f"{s}{t}"] or (
             not rounds[f"{s}{t}"][-1]["complete"] and rounds[f"{s}{t}"][-1]["requests"] < max_requests)]
@@ -143,6 +147,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads")
     ap.add_argument("--work", type=Path, default=None, help="resumable job folder (see the module docstring)")
     ap.add_argument("--round-requests", type=int, default=2, help="with --work: requests per arm per round")
+    ap.add_argument("--report", action="store_true", help="with --work: report the rounds so far, generate nothing")
     args = ap.parse_args()
 
     from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, TemplateBackend
@@ -150,8 +155,12 @@ def main() -> int:
     from deid_speech.augment.seed import load_split
 
     seed_file = shipped.path("seed") / "train.jsonl"
-    if args.backend == "llamacpp":
+    if args.report and not args.work:
+        ap.error("--report needs --work")
+    if args.backend == "llamacpp" and not args.report:
         backend = LlamaCppBackend(model=args.model, threads=args.threads)
+    elif args.report:
+        backend = argparse.Namespace(name=args.backend, model=args.model)
     elif args.backend == "ollama":
         backend = OllamaBackend(model=args.model or "llama3.1")
     else:
@@ -173,7 +182,7 @@ def main() -> int:
 
     if args.work:
         results["arms"] = run_rounds(args.work, seed_file, backend, arm_options, args.max_requests,
-                                     args.round_requests)
+                                     args.round_requests, generate=not args.report)
         results["work"] = str(args.work)
     else:
         with tempfile.TemporaryDirectory() as tmp:
