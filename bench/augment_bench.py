@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from deid_speech import models as shipped
@@ -122,7 +123,8 @@ def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: 
             arm = f"{strategy}{temp}"
             made = rounds[arm][-1]["requests"] if rounds[arm] else 0
             s = augment(seed_file, work / f"{arm}.jsonl",
-                        arm_options(strategy, temp, min(made + per_round, max_requests)), backend)
+                        replace(arm_options(strategy, temp, min(made + per_round, max_requests)), first_request=made),
+                        backend)
             s.pop("out")
             s.pop("rejected_lines", None)
             with log.open("a") as f:

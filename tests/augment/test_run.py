@@ -91,6 +91,20 @@ def test_a_useless_model_stops_at_the_request_limit(seed_file, tmp_path):
     s = augment(seed_file, tmp_path / "a.jsonl", AugmentOptions(n=5, max_requests=4), Useless())
     assert s["accepted"] == 0 and s["requests"] == 4 and not s["complete"]
     assert s["acceptance_rate"] == 0.0
+    # a job that knows it made those 4 requests does not make them again (same seeds, same answers)
+    seeds = []
+
+    class Counting(Useless):
+        def generate(self, req):
+            seeds.append(req.seed)
+            return super().generate(req)
+
+    s = augment(seed_file, tmp_path / "a.jsonl", AugmentOptions(n=5, max_requests=6, first_request=4), Counting())
+    assert s["requests"] == 6 and len(seeds) == 2
+    again = []
+    augment(seed_file, tmp_path / "b.jsonl", AugmentOptions(n=5, max_requests=2), type("C", (Counting,), {
+        "generate": lambda self, req: again.append(req.seed) or "nothing"})())
+    assert set(seeds).isdisjoint(again)  # requests 4, 5 have other seeds than 0, 1
 
 
 def test_diverse_uses_its_default_temperature_and_no_examples(seed_file, tmp_path):

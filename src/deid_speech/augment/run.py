@@ -47,6 +47,9 @@ class AugmentOptions:
     presence_penalty: float = field(default=0.0, metadata={"help": "llama.cpp/Ollama presence penalty"})
     keep_rejected: int = field(default=0, metadata={
         "help": "report up to this many rejected raw lines with their reason (to see why lines fail)"})
+    first_request: int = field(default=0, metadata={
+        "help": "start at this request number at least (a job that knows how many requests it made; "
+                "by default a resumed run starts after the last request that gave a sentence)"})
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -77,7 +80,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     existing = list(writer.rows)
     seen = {frame_key(r["tagged"]) for r in seeds} | {frame_key(r["tagged"]) for r in existing}
     accepted = len(existing)
-    request = max((r.get("request", -1) for r in existing), default=-1) + 1
+    request = max(max((r.get("request", -1) for r in existing), default=-1) + 1, opts.first_request)
     reasons: Counter = Counter()
     repairs: Counter = Counter()  # lines each repair changed
     repaired_accepted = 0
