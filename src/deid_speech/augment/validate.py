@@ -15,8 +15,8 @@ from collections import Counter
 
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "fragment", "wrong_tags", "too_short", "too_long",
-           "untagged_pii", "no_number", "digits", "duplicate")
+REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "fragment", "wrong_tags",
+           "too_short", "too_long", "untagged_pii", "no_number", "digits", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
 _META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:|"
@@ -53,7 +53,8 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "quote"  # a quoted sentence with a comment after it ('... documents." (um)'); the seed has none
     if Counter(e.label for e in ents) != tags:
         return None, "wrong_tags"
-    if ents and ents[0].char_start == 0 and ents[0].label != "PERSON" and not re.match(r"\s*[,.?!;:]", text[ents[0].char_end:]):
+    opener = ents[0] if ents and ents[0].char_start == 0 else None
+    if opener and opener.label != "PERSON" and not re.match(r"\s*[,.?!;:]", text[opener.char_end:]):
         return None, "fragment"  # '[EMAIL] ... [EMAIL] the manager is asking ...': a value, then a
         # clause about it; every seed sentence that opens with a number or an email has a comma after it
     n = len(text.split())
