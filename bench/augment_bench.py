@@ -159,10 +159,10 @@ def main() -> int:
     seed_file = shipped.path("seed") / "train.jsonl"
     if args.report and not args.work:
         ap.error("--report needs --work")
-    if args.backend == "llamacpp" and not args.report:
-        backend = LlamaCppBackend(model=args.model, threads=args.threads)
-    elif args.report:
+    if args.report:  # no model is loaded: the report reads the job's files only
         backend = argparse.Namespace(name=args.backend, model=args.model)
+    elif args.backend == "llamacpp":
+        backend = LlamaCppBackend(model=args.model, threads=args.threads)
     elif args.backend == "ollama":
         backend = OllamaBackend(model=args.model or "llama3.1")
     else:
