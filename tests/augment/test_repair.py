@@ -112,9 +112,9 @@ def test_a_lone_tag_is_not_filled_where_it_is_a_noun_or_ambiguous(line, tags):
 
 @pytest.mark.parametrize("line,tags,reason", [
     # fixed spelling, but a PII number left outside the tags: still rejected
-    ("1. call [phone] nine one two three [phone] or nine eight seven six five four three two ok", PHONE,
+    ("1. call [phone] nine one two three four [phone] or nine eight seven six five four three two ok", PHONE,
      "untagged_pii"),
-    ("call [PHONE] nine one two three [NRIC] or nine eight seven six five four three two ok", PHONE, "untagged_pii"),
+    ("call [PHONE] nine one two three four [NRIC] or nine eight seven six five four three two ok", PHONE, "untagged_pii"),
     # fixed spelling, wrong tag set: still rejected
     ("- my IC [nric] S one two three four five six seven D [nric] ok lah", PHONE, "wrong_tags"),
     ("my [PHONE] nine one two three four five six seven [PHONE] and [email] a at b dot com [email] ok", PHONE,

@@ -41,7 +41,7 @@ class Scripted:
         self.calls += 1
         tag = next(iter(req.tags))
         words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
-        good = [f"line {words[self.calls % 12]} {words[k]} is [{tag}] placeholder value [{tag}] for you ok"
+        good = [f"line {words[self.calls % 12]} {words[k]} is [{tag}] nine one two three four five six [{tag}] for you ok"
                 for k in range(5)]
         return "\n".join(["1. numbered line", "Here are the sentences:", *good, good[0]])
 
@@ -158,7 +158,7 @@ class Messy:
             f"{w} two, call me at [phone] eight eight one two three four five six [ Phone ] ok",
             f"{w} three, the hotline [PHONE] six two three four five six seven eight [NRIC] can",
             f"{w} four, IC [NRIC] S one two three four five six seven D [NRIC] and [PHONE] x [PHONE] ok",
-            f"- {w} five, call [PHONE] nine one two three [PHONE] or nine eight seven six five four three two",
+            f"- {w} five, call [PHONE] nine one two three four [PHONE] or nine eight seven six five four three two",
             f"{w} six, please call me at [PHONE] after lunch can",
             f"{w} seven, I need to call the [PHONE] for an appointment",
         ])

@@ -103,10 +103,10 @@ def test_similar_quotes_its_examples_inline_and_marks_them_taken(tags):
 
 
 def test_a_copied_seed_sentence_is_still_a_duplicate():
-    seed = "ok noted ma'am, so the alternate number is [PHONE] nine five one three [PHONE] and preferred time is morning"
+    seed = "ok noted ma'am, so the alternate number is [PHONE] nine five one three four [PHONE] and preferred time is morning"
     seen = {frame_key(seed)}
     assert check_line(seed, Counter({"PHONE": 1}), seen) == (None, "duplicate")
-    other_value = seed.replace("nine five one three", "eight eight two oh")
+    other_value = seed.replace("nine five one three four", "eight eight two oh one")
     assert check_line(other_value, Counter({"PHONE": 1}), seen) == (None, "duplicate")
 
 
@@ -158,4 +158,57 @@ def test_no_seed_sentence_is_rejected_by_the_style_rules():
 
             tags = C(e.label for e in parse_tagged(r["tagged"])[1])
             # (one seed line opens with "sure," and is "meta": the older rule, kept)
-            assert check_line(r["tagged"], tags, set())[1] not in ("bracket", "quote", "fragment", "digits"), r["tagged"]
+            assert check_line(r["tagged"], tags, set())[1] not in (
+                "bracket", "quote", "fragment", "digits", "value", "determiner", "placeholder"), r["tagged"]
+
+
+C1 = Counter
+
+
+@pytest.mark.parametrize("line,tags", [
+    # a clause inside the tags (what a small model writes at temperature 0.6)
+    ("please let [PHONE] know if you have any urgent issues [PHONE] ok lah", C1({"PHONE": 1})),
+    ("the number is [PHONE] nine one two three [PHONE] can call anytime", C1({"PHONE": 1})),  # too few digits
+    ("so my IC is [NRIC] my IC number [NRIC] can check or not", C1({"NRIC": 1})),
+    ("send it to [EMAIL] my office mail [EMAIL] before five can", C1({"EMAIL": 1})),
+    ("send it to [EMAIL] tan wei at gmail [EMAIL] before five can", C1({"EMAIL": 1})),  # no dot
+    ("you can ask [PERSON] the manager [PERSON] about it tomorrow", C1({"PERSON": 1})),
+    ("you can ask [PERSON] Agent Seven [PERSON] about it tomorrow", C1({"PERSON": 1})),
+    ("the appointment is on [DATE] the day after my exam [DATE] right", C1({"DATE": 1})),
+    ("my card [CREDIT_CARD] the blue one from the bank [CREDIT_CARD] got declined leh", C1({"CREDIT_CARD": 1})),
+])
+def test_a_value_that_does_not_read_as_its_label_is_rejected(line, tags):
+    assert check_line(line, tags, set()) == (None, "value")
+
+
+@pytest.mark.parametrize("line,tags", [
+    ("call [PHONE] plus six five nine one two three four five six seven [PHONE] lah", C1({"PHONE": 1})),
+    ("my IC [NRIC] S one two three double four five six D [NRIC] ok", C1({"NRIC": 1})),
+    ("email [EMAIL] siti underscore nabilah at hotmail dot com [EMAIL] can", C1({"EMAIL": 1})),
+    ("ask for [PERSON] Muhammad Hafiz bin Osman [PERSON] at the counter", C1({"PERSON": 1})),
+    ("ask for [PERSON] Kavitha d/o Muthu [PERSON] at the counter", C1({"PERSON": 1})),
+    ("born on [DATE] twenty ninth of September two thousand and fifteen [DATE] one", C1({"DATE": 1})),
+    ("the van [CAR_PLATE] S G X two three eight H [CAR_PLATE] parked outside", C1({"CAR_PLATE": 1})),
+    # the slot repair's placeholder is the label itself, replaced later
+    ("please call me at [PHONE] phone [PHONE] after lunch can", C1({"PHONE": 1})),
+])
+def test_values_in_their_spoken_shape_are_accepted(line, tags):
+    assert check_line(line, tags, set())[1] is None
+
+
+@pytest.mark.parametrize("line", [
+    "the operator asked for a [PHONE] nine one two three four five six seven [PHONE] to connect you",
+    "could you give me your [PHONE] nine one two three four five six seven [PHONE] number please",
+])
+def test_a_value_after_an_article_or_a_possessive_is_rejected(line):
+    assert check_line(line, C1({"PHONE": 1}), set()) == (None, "determiner")
+
+
+@pytest.mark.parametrize("line,reason", [
+    ("My phone number is xxxxxxxx, please call [PHONE] nine one two three four five six seven [PHONE] ok",
+     "placeholder"),
+    ("I'm sorry, but as an AI I will say [PHONE] nine one two three four five six seven [PHONE] ok", "meta"),
+    ("I can't assist with that, [PHONE] nine one two three four five six seven [PHONE] is not valid", "meta"),
+])
+def test_placeholders_and_refusals_are_rejected(line, reason):
+    assert check_line(line, C1({"PHONE": 1}), set()) == (None, reason)

@@ -2,7 +2,8 @@
 requested tags, balanced, with no numbering or bullets, no ``<placeholder>`` left from the
 prompt's schema, no bracket or parenthesis or double quote left in the words, no digit outside the tagged values (numbers are
 spoken, as in the seed corpus), no value other than a name opening the line without a comma after it
-(a fragment), within length bounds, and is new. Safe repairs (numbering, tag spelling,
+(a fragment), within length bounds, with each value shaped like its label (a number read out,
+an email with "at" and "dot", a name in capitals, a date; :func:`value_fits`), and is new. Safe repairs (numbering, tag spelling,
 a misnamed closing tag, a lone tag as a slot) are applied before, by :mod:`deid_speech.augment.repair`.
 
 ``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
@@ -16,14 +17,18 @@ from collections import Counter
 from deid_speech.types import EntitySpan, parse_tagged
 
 REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "fragment", "wrong_tags",
-           "too_short", "too_long", "untagged_pii", "no_number", "digits", "duplicate")
+           "too_short", "too_long", "value", "determiner", "untagged_pii", "no_number", "digits", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
 _META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:|"
                    r"[A-Za-z ]{1,20}\d{1,2}\s*:)|"  # "Sentence 2:", "Premise 1:"
-                   r"\b(?:NER|tags?|prompt|sentences|generate|the example)\b", re.IGNORECASE)
+                   r"\b(?:NER|tags?|prompt|sentences|generate|the example)\b|"
+                   r"\bas an AI\b|\b(?:can'?t|cannot|unable to) (?:assist|help with that|comply)", re.IGNORECASE)
 _NUMBER = re.compile(r"\d|\b(?:zero|oh|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
                      r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand)\b", re.IGNORECASE)
+
+
+_DET = re.compile(r"\b(?:a|an|your|his|her|our|their)\s*$", re.IGNORECASE)
 
 
 def normalise(text: str) -> str:
@@ -40,7 +45,7 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "bullet"
     if _META.search(line):
         return None, "meta"
-    if "<" in line or ">" in line:
+    if "<" in line or ">" in line or re.search(r"\b[xX]{3,}\b|_{3,}", line):
         return None, "placeholder"  # a copy of the prompt's line schema ("<words> [PHONE] <...> [PHONE]")
     try:
         text, ents = parse_tagged(line)
@@ -62,6 +67,11 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "too_short"
     if n > MAX_WORDS:
         return None, "too_long"
+    if not all(value_fits(e.label, text[e.char_start:e.char_end]) for e in ents):
+        return None, "value"  # "let [PHONE] know if you have any issues [PHONE]": a clause in the tags
+    if any(_DET.search(text[:e.char_start]) for e in ents):
+        return None, "determiner"  # "asking for a [PHONE] ... [PHONE]", "your [EMAIL] ... [EMAIL] address": a
+        # value where a noun belongs (no seed value follows a/an/your/his/her/our/their)
     if _untagged_pii(text, ents):
         return None, "untagged_pii"
     if not tags and not _NUMBER.search(text):
@@ -74,6 +84,58 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "duplicate"
     seen.add(key)
     return (text, ents), None
+
+
+DIGIT_WORDS = ("zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+REPEAT_WORDS = ("double", "triple")
+_TENS = ("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+         "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+         "hundred", "thousand")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+            "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
+            "eighteenth", "nineteenth", "twentieth", "thirtieth")
+NAME_PARTICLES = ("bin", "binte", "bte", "d/o", "s/o", "a/l", "a/p", "de", "da", "dos", "van", "von", "al")
+NUMBER_LABELS = ("PHONE", "CREDIT_CARD", "BANK_ACCOUNT", "NRIC", "PASSPORT_NUM", "CAR_PLATE")
+_NUM = set(DIGIT_WORDS) | set(REPEAT_WORDS) | set(_TENS)
+_DATE = _NUM | {w.lower() for w in MONTHS + _WEEKDAYS} | set(ORDINALS) | {"of", "the", "and", "on"} | {
+    "christmas", "eve", "new", "year's", "day"}
+
+
+def value_fits(label: str, value: str) -> bool:
+    """Whether ``value`` reads as a ``label`` value: identification numbers, phones, cards,
+    accounts and plates are read out (at least five number words, digits or single letters, and
+    nothing else but "plus", "dash", "and"); an email has "at" (or @) and "dot" (or .); a name is
+    one to six words in capitals (or "bin", "d/o", ...) with no number; a date is made of
+    months, weekdays, ordinals and numbers. The slot repair's placeholder (the label in lower
+    case) fits its label. Every seed value fits (tested)."""
+    if value.strip().lower() == label.lower():
+        return True
+    toks = [t for t in (w.strip(",.;:!?") for w in value.split()) if t]
+    low = [t.lower() for t in toks]
+    if not toks:
+        return False
+    if label in NUMBER_LABELS:
+        units = 0
+        for t in low:
+            if t in _NUM or (len(t) == 1 and t.isalpha()):
+                units += 1
+            elif re.fullmatch(r"[a-z]?\d+[a-z]?", t):
+                units += sum(c.isdigit() for c in t)
+            elif t not in ("plus", "dash", "and", "-"):
+                return False
+        return units >= 5
+    if label == "EMAIL":
+        return (("at" in low or "@" in value) and ("dot" in low or "." in value.strip(".")) and len(toks) <= 16)
+    if label == "PERSON":
+        return (len(toks) <= 6 and not any(t in _NUM or t in ("oh",) for t in low)
+                and all(t[0].isupper() or t in NAME_PARTICLES for t in toks))
+    if label == "DATE":
+        return (len(toks) <= 10 and all(t in _DATE or re.fullmatch(r"\d+(?:st|nd|rd|th)?", t) for t in low)
+                and any(t not in ("of", "the", "and", "on") for t in low))
+    return True
 
 
 def _untagged_pii(text: str, ents: list[EntitySpan]) -> bool:
