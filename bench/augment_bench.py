@@ -2,7 +2,7 @@
 accepted sentences (distinct-2, self-BLEU), and time per 100 accepted sentences.
 
     .venv/bin/python bench/augment_bench.py [--backend llamacpp] [--model FILE.gguf] [--n 40]
-        [--max-requests 6] [--threads N] [--out bench/results/augment-<backend>.json]
+        [--max-requests 6] [--threads N] [--grammar] [--out bench/results/augment-<backend>.json]
         [--work DIR [--round-requests 2] [--report]]
 
 Runs the four arms Similar/Diverse x 0.3/0.6 from data/seed/train.jsonl into a temporary
@@ -145,6 +145,7 @@ def main() -> int:
     ap.add_argument("--repeat-penalty", type=float, default=None)
     ap.add_argument("--presence-penalty", type=float, default=None)
     ap.add_argument("--no-repair", action="store_true", help="validate raw lines (no safe repairs)")
+    ap.add_argument("--grammar", action="store_true", help="llama.cpp: grammar-constrained decoding (augment --grammar)")
     ap.add_argument("--keep-rejected", type=int, default=10, help="rejected raw lines kept per arm in the JSON")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads")
     ap.add_argument("--work", type=Path, default=None, help="resumable job folder (see the module docstring)")
@@ -171,7 +172,7 @@ def main() -> int:
     sampling = {k: v for k, v in (("completions", args.completions), ("repeat_penalty", args.repeat_penalty),
                                   ("presence_penalty", args.presence_penalty)) if v is not None}
     results = {"backend": backend.name, "model": backend.model, "n_target": args.n,
-               "max_requests": args.max_requests, "repair": not args.no_repair,
+               "max_requests": args.max_requests, "repair": not args.no_repair, "grammar": args.grammar,
                "sampling": {k: getattr(AugmentOptions(**sampling), k)
                             for k in ("completions", "repeat_penalty", "presence_penalty")},
                "seed_corpus": {"distinct_2": round(distinct_n(seed_texts), 4),
@@ -180,7 +181,7 @@ def main() -> int:
     def arm_options(strategy: str, temp: float, max_requests: int) -> AugmentOptions:
         return AugmentOptions(strategy=strategy, temperature=temp, n=args.n, seed=args.seed,
                               max_requests=max_requests, repair=not args.no_repair,
-                              keep_rejected=args.keep_rejected, **sampling)
+                              keep_rejected=args.keep_rejected, grammar=args.grammar, **sampling)
 
     if args.work:
         results["arms"] = run_rounds(args.work, seed_file, backend, arm_options, args.max_requests,

@@ -116,3 +116,32 @@ def test_threads_reach_llama_cpp_and_zero_is_refused():
     assert make_backend("llamacpp", None, [], threads=1).llm.context_params.n_threads == 1
     with pytest.raises(DeidError, match="threads must be positive"):
         BackendOptions(threads=0)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("tags", [Counter({"PERSON": 1, "PHONE": 1}), Counter({"EMAIL": 1}),
+                                  Counter({"NRIC": 1, "DATE": 1}), Counter({"CAR_PLATE": 1}), Counter(),
+                                  Counter({"CREDIT_CARD": 1, "BANK_ACCOUNT": 1, "PASSPORT_NUM": 1})])
+def test_a_grammar_holds_the_embedded_model_to_the_tags_and_spoken_values(tags):
+    """SmolLM2-135M, unconstrained, writes almost no line with the right tags; under the grammar
+    every line carries exactly the requested tags, each value shaped like its label, and no digit,
+    bracket or quote in the words."""
+    pytest.importorskip("llama_cpp")
+    import re
+    from dataclasses import replace
+
+    from deid_speech.augment.grammar import line_grammar
+    from deid_speech.augment.repair import strip_bullet
+    from deid_speech.augment.validate import value_fits
+    from deid_speech.types import parse_tagged
+
+    b = LlamaCppBackend()
+    req = Request("diverse", tags, build_prompt("diverse", tags, [], 4), 0.6, 7, 4, completions=1)
+    lines = [x for x in b.generate(replace(req, grammar=line_grammar(tags))).splitlines() if x.strip()]
+    assert lines
+    for line in lines:
+        text, ents = parse_tagged(strip_bullet(line).strip().strip('"'))
+        assert Counter(e.label for e in ents) == tags, line
+        assert all(value_fits(e.label, text[e.char_start:e.char_end]) for e in ents), line
+        outside = "".join(c for i, c in enumerate(text) if not any(e.char_start <= i < e.char_end for e in ents))
+        assert not re.search(r'[0-9\[\]()<>"]', outside), line

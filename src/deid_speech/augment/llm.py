@@ -27,6 +27,7 @@ class Request:
     completions: int = 1  # completions per prompt, completion i seeded seed + i * 7919
     repeat_penalty: float = 1.1
     presence_penalty: float = 0.0
+    grammar: str | None = None  # a GBNF grammar the answer must follow (llama.cpp only)
 
     def seeds(self) -> list[int]:
         return [self.seed + i * 7919 for i in range(self.completions)]
@@ -128,11 +129,21 @@ class LlamaCppBackend:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False, seed=0)
         except Exception as e:
             raise DeidError(f"{path}: cannot load GGUF model ({e})") from None
+        self._grammars: dict[str, object] = {}
+
+    def _grammar(self, text: str | None):
+        if text is None:
+            return None
+        if text not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[text]
 
     def generate(self, req: Request) -> str:
         """Up to ``req.completions`` streamed completions, each with its own seed, each cut at
         its first repeated line (a small model that starts repeating itself does not stop), until
-        ``req.n`` lines are in."""
+        ``req.n`` lines are in; constrained by ``req.grammar`` when it has one."""
         lines: list[str] = []
         for i, seed in enumerate(req.seeds()):
             if len(lines) >= req.n:
@@ -142,7 +153,8 @@ class LlamaCppBackend:
             self.llm.set_seed(seed)
             stream = self.llm.create_chat_completion(
                 messages=req.messages, temperature=req.temperature, seed=seed, max_tokens=40 * req.n,
-                repeat_penalty=req.repeat_penalty, presence_penalty=req.presence_penalty, stream=True)
+                repeat_penalty=req.repeat_penalty, presence_penalty=req.presence_penalty,
+                grammar=self._grammar(req.grammar), stream=True)
             got, _ = cut_at_repeat((c["choices"][0]["delta"].get("content") or "" for c in stream),
                                    req.n - len(lines))
             lines += got

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deid_speech.augment.grammar import line_grammar
 from deid_speech.augment.llm import Request
 from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATEGIES, build_prompt, tag_list
 from deid_speech.augment.repair import REPAIRS, repair_line
@@ -45,6 +46,9 @@ class AugmentOptions:
         "help": "completions per prompt, each with its own seed; llama.cpp stops one at its first repeated line"})
     repeat_penalty: float = field(default=1.1, metadata={"help": "llama.cpp/Ollama repeat penalty"})
     presence_penalty: float = field(default=0.0, metadata={"help": "llama.cpp/Ollama presence penalty"})
+    grammar: bool = field(default=False, metadata={
+        "help": "llama.cpp only: constrain decoding to lines with the requested tags and spoken values "
+                "(augment/grammar.py); every line is still validated"})
     keep_rejected: int = field(default=0, metadata={
         "help": "report up to this many rejected raw lines with their reason (to see why lines fail)"})
     first_request: int = field(default=0, metadata={
@@ -100,7 +104,8 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
             req = Request(opts.strategy, tags, build_prompt(opts.strategy, tags, examples, opts.per_request, request),
                           opts.temp, opts.seed * 1_000_003 + request, opts.per_request, examples,
                           completions=opts.completions, repeat_penalty=opts.repeat_penalty,
-                          presence_penalty=opts.presence_penalty)
+                          presence_penalty=opts.presence_penalty,
+                          grammar=line_grammar(tags) if opts.grammar else None)
             raw = backend.generate(req)
             for k, line in enumerate(x for x in raw.splitlines() if x.strip()):
                 lines_seen += 1

@@ -1,10 +1,12 @@
 """Strict validation of LLM output lines: a line is accepted only if it carries exactly the
 requested tags, balanced, with no numbering or bullets, no ``<placeholder>`` left from the
-prompt's schema, no bracket or parenthesis or double quote left in the words, no digit outside the tagged values (numbers are
-spoken, as in the seed corpus), no value other than a name opening the line without a comma after it
-(a fragment), within length bounds, with each value shaped like its label (a number read out,
-an email with "at" and "dot", a name in capitals, a date; :func:`value_fits`), and is new. Safe repairs (numbering, tag spelling,
-a misnamed closing tag, a lone tag as a slot) are applied before, by :mod:`deid_speech.augment.repair`.
+prompt's schema, no bracket or parenthesis or double quote left in the words, no digit outside
+the tagged values (numbers are spoken, as in the seed corpus), no value other than a name
+opening the line without a comma after it (a fragment), within length bounds, with each value
+shaped like its label (a number read out, an email with "at" and "dot", a name in capitals, a
+date; :func:`value_fits`), none right after an article or a possessive, and is new. Safe
+repairs (numbering, tag spelling, a misnamed closing tag, a lone tag as a slot) are applied
+before, by :mod:`deid_speech.augment.repair`.
 
 ``check_line`` returns ``(parsed, None)`` or ``(None, reason)``; reasons are counted in
 the augmentation summary.
