@@ -56,8 +56,9 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
     if re.search(r"[][()]", text):
         return None, "bracket"  # a bracket left in the words ("[none: ...]" copied from the no-PII prompt,
         # "(uh)", "(The person means ...)": the seed corpus has none)
-    if '"' in text:
-        return None, "quote"  # a quoted sentence with a comment after it ('... documents." (um)'); the seed has none
+    if '"' in text or re.search(r"(?:^|\s)'|'(?:\s|$)", text):
+        return None, "quote"  # a quoted sentence with a comment after it ('... documents." (um)'), or a
+        # quotation in single quotes ("explained, 'the card is ...'"); the seed has neither (tested)
     if Counter(e.label for e in ents) != tags:
         return None, "wrong_tags"
     opener = ents[0] if ents and ents[0].char_start == 0 else None
