@@ -11,7 +11,8 @@ Rules, for a request with tag multiset T:
   12-19 or 8-14 digit words ("oh", "double" and "triple" included), an NRIC a letter, digit
   words and a letter, a passport one or two letters, digit words and a letter, a plate two or
   three letters, two to four digit words and a letter, an email "words at word dot word", a
-  name one to four capitalised words (or "bin", "d/o", ...), a date ordinals, months and numbers. The model cannot put a clause inside the tags;
+  name one to four capitalised words (or "bin", "d/o", ...), a date ordinals, months and
+  numbers. The model cannot put a clause inside the tags;
 - the words around the values are letters and sentence punctuation only: no bracket,
   parenthesis, angle bracket, quote or digit (the validator rejects each; numbers are spoken);
 - a line may open with a number ("3. ") and sit in double quotes: Qwen2.5-Coder numbers and
