@@ -214,3 +214,9 @@ def test_rejected_raw_lines_are_kept_up_to_the_cap_with_their_reason(seed_file, 
     assert all(r["tags"].startswith("[") for r in s["rejected_lines"])
     assert "rejected_lines" not in augment(seed_file, tmp_path / "b.jsonl", AugmentOptions(n=5, seed=3, per_request=5),
                                            Scripted())
+
+
+def test_grammar_with_a_backend_that_cannot_take_one_is_a_clear_error(seed_file, tmp_path):
+    with pytest.raises(DeidError, match="--grammar needs the llamacpp backend"):
+        augment(seed_file, tmp_path / "g.jsonl", AugmentOptions(n=2, grammar=True), Scripted())
+    assert not (tmp_path / "g.jsonl").exists()

@@ -74,6 +74,8 @@ class AugmentOptions:
 
 def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=None) -> dict:
     """Run the job; return the summary. ``backend`` has ``name``, ``model``, ``generate``."""
+    if opts.grammar and getattr(backend, "name", "") != "llamacpp":
+        raise DeidError(f"--grammar needs the llamacpp backend, not {getattr(backend, 'name', '?')}")
     seeds = load_split(seed_path)
     if not seeds:
         raise DeidError(f"{seed_path}: no seed sentences")
