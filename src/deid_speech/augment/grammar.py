@@ -24,7 +24,8 @@ Rules, for a request with tag multiset T:
 The grammar fixes the format only. Every line still goes through the same repairs and
 validation as an unconstrained one (meta talk, untagged PII, length, de-duplication, value
 shape), so a line the grammar pushed into shape but that reads wrong is still rejected. Only
-the llama.cpp backend takes a grammar (``augment --grammar``); the others ignore it.
+the llama.cpp backend takes a grammar (``augment --grammar``); with another one the job stops
+with an error.
 """
 from __future__ import annotations
 
@@ -34,31 +35,23 @@ from collections import Counter
 from deid_speech.augment.validate import DIGIT_WORDS, MONTHS, NAME_PARTICLES, ORDINALS, REPEAT_WORDS
 
 _TEXT = r"[a-zA-Z ,.?!';:-]"  # the words around the values
-_DIGITS = {"PHONE": (7, 20), "CREDIT_CARD": (12, 19), "BANK_ACCOUNT": (8, 14)}  # digit words per value
+# one value of each label, in GBNF (rules num, num2, low, cap, part, ord, month below)
+_VALUES = {
+    "PHONE": '("plus " num " " num " ")? num (" " num){6,19}',  # 7-20 digit words
+    "CREDIT_CARD": 'num (" " num){11,18}',  # 12-19
+    "BANK_ACCOUNT": 'num (" " num){7,13}',  # 8-14
+    "NRIC": '[STFGM] (" " num){6,8} " " [A-Z]',
+    "PASSPORT_NUM": '[A-Z] (" " [A-Z])? (" " num){6,8} " " [A-Z]',
+    "CAR_PLATE": '[A-Z] (" " [A-Z]){1,2} (" " num){2,4} " " [A-Z]',
+    "EMAIL": 'low (" " low){0,3} " at " low " dot " low (" dot " low)?',
+    "PERSON": 'cap (" " (cap | part)){0,3}',
+    "DATE": '(ord " " ("of " )?)? month (" " num2){0,4} | month " " ord (" " num2){0,4}',
+}
+_WORDS = "[a-zA-Z' ]{1,60}"  # a label without a shape of its own: words
 
 
 def _alts(words) -> str:
     return "(" + " | ".join(f'"{w}"' for w in words) + ")"
-
-
-def _value(label: str) -> str:
-    """The GBNF body of one value of ``label``."""
-    if label in _DIGITS:
-        lo, hi = _DIGITS[label]
-        return f'("plus " num " " num " ")? num (" " num){{{lo - 1},{hi - 1}}}' if label == "PHONE" \
-            else f'num (" " num){{{lo - 1},{hi - 1}}}'
-    if label == "NRIC":
-        return '[STFGM] (" " num){6,8} " " [A-Z]'
-    if label in ("PASSPORT_NUM", "CAR_PLATE"):
-        return '[A-Z] (" " [A-Z]){1,2} (" " num){2,4} " " [A-Z]' if label == "CAR_PLATE" \
-            else '[A-Z] (" " [A-Z])? (" " num){6,8} " " [A-Z]'
-    if label == "EMAIL":
-        return 'low (" " low){0,3} " at " low " dot " low (" dot " low)?'
-    if label == "PERSON":
-        return 'cap (" " (cap | part)){0,3}'
-    if label == "DATE":
-        return '(ord " " ("of " )?)? month (" " num2){0,4} | month " " ord (" " num2){0,4}'
-    return "[a-zA-Z' ]{1,60}"  # a label without a shape of its own: words
 
 
 def line_grammar(tags: Counter) -> str:
@@ -72,7 +65,7 @@ def line_grammar(tags: Counter) -> str:
         rules.append("line ::= " + " | ".join(
             " ".join([("w0" if o[0] == "PERSON" else "w")] + [f"{_rule(t)} w0" for t in o]) for o in orders))
         for t in sorted(set(labels)):
-            rules.append(f'{_rule(t)} ::= "[{t}] " ({_value(t)}) " [{t}]"')
+            rules.append(f'{_rule(t)} ::= "[{t}] " ({_VALUES.get(t, _WORDS)}) " [{t}]"')
     # no length limit on the words: a limit cut sentences in the middle (the validator's
     # word limit and the request's token limit bound a line)
     rules += ["w ::= c+", "w0 ::= c*", f"c ::= {_TEXT}",

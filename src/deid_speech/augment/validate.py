@@ -133,7 +133,7 @@ def value_fits(label: str, value: str) -> bool:
     if label == "EMAIL":
         return (("at" in low or "@" in value) and ("dot" in low or "." in value.strip(".")) and len(toks) <= 16)
     if label == "PERSON":
-        return (len(toks) <= 6 and not any(t in _NUM or t in ("oh",) for t in low)
+        return (len(toks) <= 6 and not any(t in _NUM for t in low)
                 and all(t[0].isupper() or t in NAME_PARTICLES for t in toks))
     if label == "DATE":
         return (len(toks) <= 10 and all(t in _DATE or re.fullmatch(r"\d+(?:st|nd|rd|th)?", t) for t in low)
