@@ -321,6 +321,74 @@ def test_a_window_that_loops_whatever_is_left_uncovered_not_passed_as_checked(mo
     assert gaps and sum(b - a for a, b in gaps) > 10  # the looping windows' speech is reported
 
 
+def _raw(text, step=0.3):
+    return [(" " + t, step * i, step * i + 0.2, 0.9) for i, t in enumerate(text.split())]
+
+
+@pytest.mark.parametrize("text,kept", [
+    ("s s s s s s", ""), ("my card is -0 -0 -0 -0 -0 -0 -0 ok", "my card is ok"),
+    ("Hot, hot hot. Hot hot HOT", ""), ("it is 8 upon 8 upon 8 upon 8 upon", "it is"),
+    ("I'm red I'm red I'm red I'm red then", "then"),
+    ("at dot com dot s g dot com dot s g dot com dot s g dot com dot s g", "at"),
+])
+def test_a_loop_inside_a_decoding_is_cut_out(text, kept):
+    from deid_speech.asr.whisper import cut_loops, loops, mark_loops
+
+    assert loops(_raw(text))
+    assert " ".join(w[0].strip() for w in cut_loops(mark_loops(_raw(text)))) == kept
+
+
+@pytest.mark.parametrize("text", [
+    "here's some more words words words words and that should be good",  # the real-speech set
+    "double double double double", "nine nine eight eight nine nine eight eight",
+    "one two one two one two", "zero zero zero zero five", "S one two three four five six seven D",
+    "no no no no no I said no",
+])
+def test_speech_that_repeats_itself_is_not_a_loop(text):
+    from deid_speech.asr.whisper import loops, mark_loops
+
+    assert loops(_raw(text)) == [] and mark_loops(_raw(text)) == _raw(text)
+
+
+def test_a_short_loop_in_a_long_window_passes_the_window_tests_and_is_cut_out():
+    from deid_speech.asr.whisper import cut_loops, hallucinated, mark_loops
+
+    words = _raw("hello this is Mei Ling from the clinic calling about your appointment next week "
+                 "could you confirm your date of birth and the s s s s s s s number on your card please "
+                 "and also the phone we can reach you at in the evening thank you")
+    assert not hallucinated(words, 30.0)  # compression and word rate: the window looks fine
+    cut = cut_loops(mark_loops(words))
+    assert len(cut) == len(words) - 7 and " s " not in " ".join(w[0] for w in cut)
+
+
+def test_a_loop_in_part_of_a_window_is_cut_out_and_its_speech_left_unchecked(monkeypatch):
+    """The one-at-a-time mode: a loop in a window's words ("eight" six times, over speech the
+    recogniser could not read) is cut out and the rest of the window kept; the loop's speech
+    is not decoded again (a number decoded again came back as other words and leaked) but
+    left with no word, which redact beeps as unchecked speech."""
+    from deid_speech.asr.whisper import plan_windows, uncovered_speech
+
+    audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
+    t = _looping_transcriber(lambda careful, dur: False, monkeypatch, batched=False)
+
+    def decode(audio, prompt=None, fallback=False):
+        t.calls.append(("careful", prompt, len(audio) / 16000))
+        dur = len(audio) / 16000
+        words = [(f" word{i}", 0.5 * i, 0.5 * i + 0.5, 0.9) for i in range(int(dur * 2))]  # every moment covered
+        if dur > 6:
+            words[6:12] = [(" eight", 3.0 + 0.5 * k, 3.5 + 0.5 * k, 0.9) for k in range(6)]
+        return words, [(0.0, dur)]
+
+    t._decode = decode
+    tr = t.transcribe(audio)
+    assert "eight" not in tr.text and "word5" in tr.text and "word12" in tr.text  # the rest of each window kept
+    windows = plan_windows(audio, [(0.0, 25.0)], 10.0, 0.5, t.options.skip_silence_s)
+    assert len(t.calls) == len(windows) == 4  # each window once; no stretch decoded again on its own
+    gaps = uncovered_speech(audio, 16000, tr.words, regions=[(0.0, 25.0)])
+    loops = sum(b - a for a, b in gaps)
+    assert 2.5 <= loops <= 3 * 3.0 + 0.5  # the loops' stretches (3 s in each window that owns one), not whole windows
+
+
 def test_an_unsure_window_is_decoded_again_when_asked(monkeypatch):
     from dataclasses import replace
 
@@ -331,7 +399,7 @@ def test_an_unsure_window_is_decoded_again_when_asked(monkeypatch):
 
     def decode_batch(clips, no_repeat=0):
         batches.append((len(clips), no_repeat))
-        return [([(f" w{k}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(len(c) // 8000)], [(0.0, len(c) / 16000)],
+        return [([(f" w{k}-{i}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(len(c) // 8000)], [(0.0, len(c) / 16000)],
                  -1.5 if (k == 1 and not no_repeat) else -0.2) for k, c in enumerate(clips)]
 
     t._decode_batch = decode_batch

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -110,13 +111,66 @@ MAX_WORDS_PER_S = 6.0  # fast speech is ~4 words/s
 def hallucinated(words: list[RawWord], seconds: float) -> bool:
     """A decoding that loops or invents: its text compresses more than whisper allows
     (``gzip`` ratio over :data:`MAX_COMPRESSION`, texts of 60+ characters), or it has more
-    words than speech could hold in ``seconds``."""
+    words than speech could hold in ``seconds``. A decoding that passes may still hold a loop
+    in part: :func:`mark_loops` marks it, and the transcript goes without it."""
     import zlib
 
     text = " ".join(w[0].strip() for w in words).encode("utf-8")
     if len(text) >= 60 and len(text) / len(zlib.compress(text)) > MAX_COMPRESSION:
         return True
     return seconds > 0 and len(words) > MAX_WORDS_PER_S * seconds and len(words) >= 12
+
+
+LOOP_REPEATS = {1: 6, 2: 4, 3: 4, 4: 4, 5: 4, 6: 4}  # n-gram size -> times in a row that make a loop
+
+
+def loops(words: list[RawWord]) -> list[tuple[int, int]]:
+    """Loops inside a decoding that is otherwise fine, which the whole window's compression
+    ratio does not show, as (first, last + 1) word indices: one word six times in a row
+    ("s s s s s s", "-0 -0 -0 ...", "hot hot hot ..."), or two to six words four times
+    ("8 upon 8 upon 8 upon 8 upon", "dot com dot s g" four times). Case and punctuation do
+    not count. Speech repeats a word four times at most ("words words words words" on the
+    real-speech set)."""
+    toks = [re.sub(r"[^\w']", "", w[0].lower()) for w in words]
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(toks):
+        end = i
+        for n, times in LOOP_REPEATS.items():
+            k = i + n
+            while k < len(toks) and toks[k] == toks[k - n]:
+                k += 1
+            if k - i >= n * times:
+                end = max(end, k)
+        if end > i:
+            out.append((i, end))
+            i = end
+        else:
+            i += 1
+    return out
+
+
+LOOPED = -1.0  # the probability given to a word of a loop (mark_loops); never a real one
+
+
+def mark_loops(words: list[RawWord]) -> list[RawWord]:
+    """``words`` of one decoding with the words of its loops (:func:`loops`), every repeat,
+    marked by the probability :data:`LOOPED`. They stay in place while the decoding is
+    judged as a whole (:func:`hallucinated`) and while the uncovered-speech pass looks for
+    speech with no word, then are cut from the transcript (:func:`cut_loops`): their speech
+    is left with no word, so redact beeps it as unchecked speech (fails closed). Marking
+    each decoding as a whole finds a loop that windowing splits between two windows. A
+    number said with six equal digits in a row is rare; taken for a loop, it is redacted."""
+    cuts = loops(words)
+    if not cuts:
+        return words
+    drop = {k for a, b in cuts for k in range(a, b)}
+    return [(t, a, b, LOOPED) if k in drop else (t, a, b, p) for k, (t, a, b, p) in enumerate(words)]
+
+
+def cut_loops(words: list[RawWord]) -> list[RawWord]:
+    """``words`` without those :func:`mark_loops` marked."""
+    return [w for w in words if w[3] != LOOPED]
 
 
 _BLAS = None
@@ -474,9 +528,13 @@ class Transcriber:
             n, m = len(words), len(segs)
             dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(before), fallback=o.fallback and not o.batched)
             self._keep_owned(Window((lo, hi), (a, b)), dw, ds, total, words, segs)
+            words[n:] = cut_loops(words[n:])
             if hallucinated(words[n:], b - a):
                 del words[n:], segs[m:]
-        words.sort(key=lambda w: (w[1], w[2]))
+        # a loop's words go last, after the second chance: its speech is left with no word,
+        # and redact beeps it as unchecked (a loop is often a number the recogniser could
+        # not read: decoded again, it came back as other words and leaked, test calls)
+        words = sorted(cut_loops(words), key=lambda w: (w[1], w[2]))
         segs.sort()
         return Transcript.from_words(words, segments=segs)
 
@@ -492,7 +550,7 @@ class Transcriber:
         for lo, hi, clips in seek_chunks(audio, speech_stretches(regions, o.skip_silence_s)):
             flat = [round(x, 3) for ab in clips for x in ab]
             dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], None, fallback=o.fallback, clips=flat)
-            words += [(t, a + lo, min(b + lo, total), p) for t, a, b, p in dw]
+            words += [(t, a + lo, min(b + lo, total), p) for t, a, b, p in mark_loops(dw)]
             segs += [Span(a + lo, min(b + lo, total), source="asr") for a, b in ds if b >= a]
             if progress:
                 progress(min(hi, total), total)
@@ -559,13 +617,13 @@ class Transcriber:
     def _keep_owned(w: Window, decoded: list[RawWord], decoded_segs: list[tuple[float, float]], total: float,
                     words: list[RawWord], segs: list[Span]) -> None:
         """Add the words of ``decoded`` (times relative to ``w.clip``) whose midpoint ``w``
-        owns; a word already kept from a neighbouring window (the same word decoded by both,
-        a little apart) is kept once."""
+        owns, its loops marked (:func:`mark_loops`); a word already kept from a neighbouring
+        window (the same word decoded by both, a little apart) is kept once."""
         lo = w.clip[0]
         own_lo, own_hi = w.own
         last = own_hi >= total - 1e-6
         recent = [x for x in words[-40:] if x[2] > lo]
-        for text, ws, we, p in decoded:
+        for text, ws, we, p in mark_loops(decoded):
             ws, we = ws + lo, max(min(we + lo, total), ws + lo)
             mid = (ws + we) / 2
             if not (own_lo <= mid < own_hi or (last and mid >= own_hi)):
