@@ -127,6 +127,25 @@ def test_redacted_transcript_numbers_placeholders_per_distinct_value():
     assert redact_text(t, spans) == "call [PHONE_1] or [PHONE_1] or [PHONE_2] bye"
 
 
+def test_a_value_of_one_everyday_word_is_not_looked_for_again():
+    """The trained NER sometimes takes "One" or "You're" for a name; looking for the value
+    again would beep every "one" and "you're" of the call. The span itself stays; a name,
+    and a value of several words, are still found again."""
+    from deid_speech.redact import common_word, repeat_mentions
+
+    t = make_transcript("One. I need one. You're late, you're here. Wan says one two eight, "
+                        "one two eight again. Wan Ting is here, Wan")
+    w = t.words
+    found = [Span(w[0].start, w[0].end, "PERSON", 0.9, "ner", "One."),
+             Span(w[4].start, w[4].end, "PERSON", 0.9, "ner", "You're"),
+             Span(w[8].start, w[8].end, "PERSON", 0.9, "ner", "Wan"),
+             Span(w[10].start, w[12].end, "BANK_ACCOUNT", 0.9, "cue-runs", "one two eight")]
+    said = sorted(s.text for s in repeat_mentions(found, t))
+    assert said == ["Wan", "Wan", "one two eight"], said  # no "one", no "you're"
+    assert [common_word(x) for x in ("One", "one,", "You're", "I'm", "But", "Lim", "Wan", "Qma")] == \
+        [True, True, True, True, True, False, False, False]
+
+
 def test_redacted_transcript_keeps_trailing_punctuation_and_other_words():
     t = make_transcript("I'm Tan Wei Ming, from DBS.")
     w = t.words
@@ -144,8 +163,9 @@ def test_a_value_found_once_is_redacted_wherever_it_is_said_again():
              Span(w[16].start, w[16].end, "PHONE", 0.9, "cue-runs", "four")]
     extra = repeat_mentions(found, t)
     said = sorted((s.text, s.label) for s in extra)
-    # "Qma." again, "Lim." alone (capitalised), the second "four"; not "lime", not "The"
-    assert said == [("Lim.", "PERSON"), ("Qma.", "PERSON"), ("four", "PHONE")], said
+    # "Qma." again, "Lim." alone (capitalised); not "lime", not "The", not the second "four"
+    # (one everyday word: see the next test)
+    assert said == [("Lim.", "PERSON"), ("Qma.", "PERSON")], said
     assert all(s.source.endswith("+repeat") for s in extra)
     assert repeat_mentions(found + extra, t) == []  # nothing left to add
     short = [Span(w[0].start, w[0].end, "PERSON", 0.9, "ner", "as")]
