@@ -28,7 +28,7 @@ import numpy as np
 
 from deid_speech.audio import Audio, frame_rms
 from deid_speech.errors import DeidError
-from deid_speech.spoken import clean_token, normalize_tokens
+from deid_speech.spoken import clean_token, common_word, normalize_tokens
 from deid_speech.types import LABELS, Span, Transcript
 
 AUDIO_OPS = ("beep", "silence", "noise")
@@ -164,28 +164,15 @@ NOT_NAMES = frozenset("the and but this that you your yes yeah okay ok hello hi 
                       "aunty name call speaking thank thanks sorry please".split())
 
 
-_CLITICS = frozenset({"", "re", "m", "s", "ll", "ve", "d", "t"})
-
-
-def common_word(token: str) -> bool:
-    """An everyday word ("one", "but", "you're", "the"): an English stop word (spaCy's list),
-    a number word, or a word of :data:`NOT_NAMES`, with any clitic after an apostrophe."""
-    from spacy.lang.en.stop_words import STOP_WORDS
-
-    from deid_speech.spoken import DIGIT_WORDS
-
-    parts = re.split(r"['’]", clean_token(token))
-    return all(p in STOP_WORDS or p in DIGIT_WORDS or p in NOT_NAMES or p in _CLITICS for p in parts)
-
-
 def repeat_mentions(spans: list[Span], transcript: Transcript) -> list[Span]:
     """Every other mention, in ``transcript``, of a value the detectors found: the same
     words (case and punctuation aside, at least 3 letters or digits in all), and for a name
     each of its capitalised words said alone, capitalised ("Jason Lim" ... "Mr Lim"). A
     value caught once ("ask for Qma ... Qma") is not let through where it is said again.
-    A value of one everyday word (:func:`common_word`: "One", "You're", which the trained
-    NER sometimes takes for a name) is not looked for again: it is said all through a call
-    (dev calls: its repeats beeped 0.5 % of the other speech); the span itself stays.
+    A value of one everyday word (:func:`~deid_speech.spoken.common_word` or
+    :data:`NOT_NAMES`: "One", "You're", which the trained NER sometimes takes for a name) is
+    not looked for again: it is said all through a call (dev calls: its repeats beeped 0.5 %
+    of the other speech); the span itself stays.
     Returns only mentions no span overlaps yet, labelled like the span they repeat."""
     keys = [clean_token(w.text) for w in transcript.words]
     out: list[Span] = []
@@ -197,7 +184,7 @@ def repeat_mentions(spans: list[Span], transcript: Transcript) -> list[Span]:
             for target in targets:
                 want = [clean_token(w) for w in target]
                 n = len(want)
-                if len("".join(want)) < 3 or (n == 1 and common_word(target[0])):
+                if len("".join(want)) < 3 or (n == 1 and common_word(target[0], also=NOT_NAMES)):
                     continue
                 for i in range(len(keys) - n + 1):
                     if keys[i:i + n] != want or (n == 1 and len(words) > 1 and not transcript.words[i].text[:1].isupper()):

@@ -70,6 +70,18 @@ def clean_token(tok: str) -> str:
     return tok.strip(_STRIP).lower()
 
 
+_CLITICS = frozenset({"", "re", "m", "s", "ll", "ve", "d", "t"})
+
+
+def common_word(token: str, also: frozenset[str] = frozenset()) -> bool:
+    """An everyday word ("one", "but", "you're", "the"): an English stop word (spaCy's list),
+    a number word, or a word of ``also``, with any clitic after an apostrophe."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    parts = re.split(r"['’]", clean_token(token))
+    return all(p in STOP_WORDS or p in DIGIT_WORDS or p in also or p in _CLITICS for p in parts)
+
+
 def token_symbols(tok: str, original: str = "") -> str | None:
     """The symbols a single token stands for, or None if it is not a PII-ish token.
 
