@@ -165,7 +165,7 @@ def test_a_value_found_once_is_redacted_wherever_it_is_said_again():
     extra = repeat_mentions(found, t)
     said = sorted((s.text, s.label) for s in extra)
     # "Qma." again, "Lim." alone (capitalised); not "lime", not "The", not the second "four"
-    # (one everyday word: see the next test)
+    # (one everyday word: test_a_value_of_one_everyday_word_is_not_looked_for_again)
     assert said == [("Lim.", "PERSON"), ("Qma.", "PERSON")], said
     assert all(s.source.endswith("+repeat") for s in extra)
     assert repeat_mentions(found + extra, t) == []  # nothing left to add
