@@ -16,6 +16,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from deid_speech.ner.patterns import NUMBER_LABELS
+from deid_speech.ner.spacy_ner import ORDINAL_WORDS
+from deid_speech.spoken import DIGIT_WORDS as SPOKEN_DIGITS
+from deid_speech.spoken import REPEAT_WORDS as SPOKEN_REPEATS
+from deid_speech.spoken import TEEN_WORDS, TENS_WORDS
 from deid_speech.types import EntitySpan, parse_tagged
 
 REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "fragment", "wrong_tags",
@@ -89,19 +94,16 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
     return (text, ents), None
 
 
-DIGIT_WORDS = ("zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
-REPEAT_WORDS = ("double", "triple")
-_TENS = ("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-         "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-         "hundred", "thousand")
+# the spoken-number and ordinal words of the detectors (spoken.py, ner/spacy_ner.py), as the
+# grammar's ordered alternatives; "o" is left out: in a value it is a letter
+DIGIT_WORDS = tuple(w for w in SPOKEN_DIGITS if w != "o")
+REPEAT_WORDS = tuple(SPOKEN_REPEATS)
+_TENS = (*TEEN_WORDS, *TENS_WORDS, "hundred", "thousand")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
+          "November", "December")  # spacy_ner.MONTHS holds abbreviations too, which a written-out value has not
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
-            "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
-            "eighteenth", "nineteenth", "twentieth", "thirtieth")
+ORDINALS = tuple(ORDINAL_WORDS)
 NAME_PARTICLES = ("bin", "binte", "bte", "d/o", "s/o", "a/l", "a/p", "de", "da", "dos", "van", "von", "al")
-NUMBER_LABELS = ("PHONE", "CREDIT_CARD", "BANK_ACCOUNT", "NRIC", "PASSPORT_NUM", "CAR_PLATE")
 _NUM = set(DIGIT_WORDS) | set(REPEAT_WORDS) | set(_TENS)
 _DATE = _NUM | {w.lower() for w in MONTHS + _WEEKDAYS} | set(ORDINALS) | {"of", "the", "and", "on"} | {
     "christmas", "eve", "new", "year's", "day"}
