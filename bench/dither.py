@@ -28,8 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from common import report  # noqa: E402
-
-AMPLITUDE = 1e-4
+from deid_speech.audio import DITHER, dither  # noqa: E402
 
 
 class Dithered:
@@ -43,8 +42,7 @@ class Dithered:
 
     def transcribe(self, audio: np.ndarray, progress=None):
         if self.draw:
-            rng = np.random.default_rng(self.draw + len(audio))
-            audio = (audio + AMPLITUDE * rng.standard_normal(len(audio))).astype(np.float32)
+            audio = dither(audio, self.draw + len(audio))
         return self.inner.transcribe(audio, progress)
 
     def recognize(self, audio: np.ndarray, progress=None):
@@ -57,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
     from deid_speech.eval.cli import asr_overrides
     from deid_speech.eval.run import evaluate, load_manifest, system_predictions
-    from deid_speech.systems import RECOGNISER, VERIFIER
+    from deid_speech.systems import RECOGNISER, VERIFIER, VERIFY_PASSES
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--manifest", type=Path, required=True)
@@ -66,6 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--verifier", default=VERIFIER, help=f"the second opinion's model (default: {VERIFIER})")
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verifier-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--verify-passes", type=int, default=VERIFY_PASSES,
+                   help=f"how often the verifier decodes each file, as redact --verify-passes (default {VERIFY_PASSES})")
     p.add_argument("--uncovered", choices=("beep", "warn"), default="beep",
                    help="speech no word covers: beeped as redact does (beep), or not (warn)")
     p.add_argument("--asr-cache", type=Path, default=None)
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
     for d in range(args.draws):
         r = evaluate(items, system_predictions(["cascade", "cascade+verify"], items, asr=Dithered(first, d),
                                                ner_model="default", verifier_asr=Dithered(second, d),
-                                               uncovered=args.uncovered))
+                                               uncovered=args.uncovered, verify_passes=args.verify_passes))
         row = {s: {"leak": round(100 * v["audio_leak"]["leaked_duration"], 2),
                    "over_redaction": round(100 * v["audio_leak"]["over_redaction"], 2),
                    "recall": round(v["timestamp_overlap"]["overall"]["recall"], 3),
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
                 continue
             summary[s][k] = {"mean": round(statistics.mean(xs), 3),
                              "sd": round(statistics.stdev(xs), 3) if len(xs) > 1 else 0.0, "draws": xs}
-    result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": AMPLITUDE,
+    result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": DITHER,
+              "verify_passes": args.verify_passes,
               "asr_model": first_opts.model, "verifier": second_opts.model,
               "asr_options": first_extra, "verifier_options": second_extra, "uncovered": args.uncovered,
               "command": "python bench/dither.py " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -227,7 +227,7 @@ def test_verify_decodes_the_audio_again_and_adds_what_reaches_beyond_the_redacti
     r = Redactor(RedactConfig(verify=True), asr=FakeAsr(), detectors=[PatternDetector()], verifier=ver)
     audio_out, json_out, result = redact_file(r, call, None, {call.resolve()})
     d = json.loads(json_out.read_text())
-    assert d["verified"] == {"by": "fake-e2e", "added": 1}
+    assert d["verified"] == {"by": "fake-e2e", "passes": 2, "added": 1}  # the second pass heard nothing new
     labels = sorted(s["label"] for s in d["spans"])
     assert labels == ["CREDIT_CARD", "PHONE"] and any("verify" in s["source"] for s in d["spans"])
     assert ver.heard.any() and len(ver.heard) == 10 * 16000  # the whole call, first redaction included
@@ -236,6 +236,55 @@ def test_verify_decodes_the_audio_again_and_adds_what_reaches_beyond_the_redacti
     y, _ = sf.read(audio_out)
     k = int((card["start"] + card["end"]) / 2 * 44100)
     assert not np.allclose(x[k:k + 100], y[k:k + 100])  # the card the verifier found is beeped
+
+
+class SecondPassVerifier:
+    """A verifier that hears the card only when the audio differs from what it heard first
+    (a chaotic decoder: the dithered second pass catches what the first missed)."""
+    name = "fake-whisper"
+
+    def __init__(self):
+        self.heard = []
+
+    def recognize(self, audio, progress=None):
+        self.heard.append(audio.copy())
+        card = " the card is four five three two one one five two eight eight zero four six seven one two"
+        text = TEXT if len(self.heard) == 1 else TEXT + card
+        return Recognition(make_transcript(text, word_dur=0.2, gap=0.05, t0=0.5))
+
+
+def test_the_verifier_listens_again_to_dithered_audio_and_what_any_pass_finds_is_redacted():
+    audio = (0.1 * np.sin(np.arange(8 * 16000) / 7.0)).astype(np.float32)
+    found = {}
+    for passes in (1, 2, 3):
+        ver = SecondPassVerifier()
+        r = Redactor(RedactConfig(verify=True, verify_passes=passes), asr=FakeAsr(), detectors=[PatternDetector()],
+                     verifier=ver)
+        result = r.redact_tracks([(None, audio)], (8.0, 16000, 1))
+        found[passes] = sorted(s.label for s in result.spans)
+        assert len(ver.heard) == passes and result.verification["passes"] == passes
+        assert np.array_equal(ver.heard[0], audio)  # the first pass hears the audio itself
+        for k, heard in enumerate(ver.heard[1:], 1):
+            change = heard - audio
+            assert 0 < np.abs(change).max() < 1e-3 and np.sqrt(np.mean(change ** 2)) < 2e-4  # inaudible
+            assert not any(np.array_equal(heard, other) for other in ver.heard[:k])  # each pass its own dither
+    assert found[1] == ["PHONE"]
+    assert found[2] == found[3] == ["CREDIT_CARD", "PHONE"]  # the card only the second decoding heard
+    # the same audio always gets the same redaction: the dither comes from a fixed seed
+    again = SecondPassVerifier()
+    Redactor(RedactConfig(verify=True), asr=FakeAsr(), detectors=[PatternDetector()],
+             verifier=again).redact_tracks([(None, audio)], (8.0, 16000, 1))
+    assert np.array_equal(again.heard[1], ver.heard[1])
+
+
+def test_verify_passes_are_checked():
+    assert RedactConfig().verify_passes == 2
+    for bad in (0, 5, -1, 1.5, "2"):
+        with pytest.raises(DeidError, match="--verify-passes must be a whole number from 1 to 4"):
+            RedactConfig(verify_passes=bad)
+    with pytest.raises(DeidError, match="which is off here"):
+        RedactConfig(verify=False, verify_passes=3)
+    assert RedactConfig(verify=False, verify_passes=2).verify is False  # the default needs no --verify
 
 
 def test_verify_is_refused_for_the_e2e_systems():

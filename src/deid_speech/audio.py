@@ -110,6 +110,16 @@ def resample(x: np.ndarray, sr_in: int, sr_out: int, block_s: float = 60.0) -> n
 
 QUIET_DBFS = -45.0  # speech this quiet is raised before recognition
 TARGET_DBFS = -25.0
+DITHER = 1e-4  # amplitude of :func:`dither` (-80 dBFS; about 55 dB under speech at TARGET_DBFS)
+
+
+def dither(x: np.ndarray, seed: int, amplitude: float = DITHER) -> np.ndarray:
+    """``x`` plus Gaussian noise of ``amplitude`` drawn from ``seed`` (float32). Inaudible,
+    yet it changes what Whisper writes for noisy audio, whose decoding is chaotic: a second
+    decoding of the dithered audio misses other entities than the first
+    (``pipeline.Redactor.verify``; ``bench/dither.py`` measures the spread with it)."""
+    rng = np.random.default_rng(seed)
+    return (x + amplitude * rng.standard_normal(len(x))).astype(np.float32)
 
 
 def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 from deid_speech.errors import DeidError
 from deid_speech.redact import AUDIO_OPS, KEY_ENV, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
 from deid_speech.systems import E2E as E2E_SYSTEMS
-from deid_speech.systems import RECOGNISER, VERIFIER
+from deid_speech.systems import MAX_VERIFY_PASSES, RECOGNISER, VERIFIER, VERIFY_PASSES
 from deid_speech.systems import REDACT as SYSTEMS
 from deid_speech.types import LABELS
 
@@ -108,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
                    help="the decoder of --verify: a Whisper model (default %(default)s, fine-tuned on Singapore-"
                         "English call audio; a name or folder as --asr-model) or e2e (the end-to-end model)")
+    r.add_argument("--verify-passes", type=parse_passes, default=VERIFY_PASSES, metavar="N",
+                   help="how often the verifier decodes the audio (default %(default)s; 1-4): each pass after "
+                        "the first hears it with another inaudible dither and misses other entities; "
+                        "what any pass finds is redacted")
     r.add_argument("--workers", type=parse_workers, default=1, metavar="N|auto",
                    help="redact N files at once in N processes, each loading the models once (about 0.7 GB "
                         "each for the cascade); auto: one per CPU core. Output order and exit status as with 1")
@@ -271,7 +275,8 @@ def redact_config(args: argparse.Namespace):
     return RedactConfig(system=args.system, asr_model=args.asr_model, fast_asr=args.fast_asr, labels=args.labels,
                         redact=redact_options(args),
                         spacy_model=args.spacy_model, ner_model=args.ner_model, e2e_model=args.model,
-                        verify=args.verify, verifier=args.verifier, uncovered=args.uncovered)
+                        verify=args.verify, verifier=args.verifier, verify_passes=args.verify_passes,
+                        uncovered=args.uncovered)
 
 
 def redact_options(args: argparse.Namespace):
@@ -394,6 +399,17 @@ def parse_workers(value: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a number or auto, got {value!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def parse_passes(value: str) -> int:
+    """``--verify-passes``: a whole number from 1 to :data:`MAX_VERIFY_PASSES`."""
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_VERIFY_PASSES:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_VERIFY_PASSES}, not {value!r}")
     return n
 
 

@@ -18,7 +18,7 @@ from deid_speech.redact import (
     redacted_words,
     repeat_mentions,
 )
-from deid_speech.systems import RECOGNISER, VERIFIER
+from deid_speech.systems import MAX_VERIFY_PASSES, RECOGNISER, VERIFIER, VERIFY_PASSES
 from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript
 
 SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
@@ -42,6 +42,7 @@ class RedactConfig:
     # for the cascade unless its own recogniser is the verifier (docs/results.md §0i), off otherwise
     verify: bool | None = None
     verifier: str = VERIFIER  # that decoder: a Whisper model (tiny.en-sg, a folder, ...) or the e2e model
+    verify_passes: int = VERIFY_PASSES  # how often the verifier decodes the audio (each pass dithered anew)
     uncovered: str = "beep"  # speech no word covers (not checked for PII): beep it, fail the file, or warn
 
     def __post_init__(self) -> None:
@@ -56,6 +57,11 @@ class RedactConfig:
             raise DeidError("--verify checks the cascade's redaction with a second decoder: use it with --system cascade")
         if not self.verifier.strip():
             raise DeidError("--verifier needs a model: e2e, or a Whisper model name or folder")
+        if not (isinstance(self.verify_passes, int) and 1 <= self.verify_passes <= MAX_VERIFY_PASSES):
+            raise DeidError(f"--verify-passes must be a whole number from 1 to {MAX_VERIFY_PASSES}, "
+                            f"not {self.verify_passes!r}")
+        if self.verify_passes != VERIFY_PASSES and not (self.verify or systems.get(self.system).verify):
+            raise DeidError("--verify-passes sets how often --verify decodes, which is off here")
         if self.verifier != VERIFIER and not (self.verify or systems.get(self.system).verify):
             raise DeidError("--verifier chooses the decoder of --verify, which is off here")
         bad = [x for x in self.labels if x not in LABELS]
@@ -71,7 +77,7 @@ class RedactResult:
     transcript: Transcript
     redacted: Transcript  # the transcript with every span's words replaced by its label's text operator
     uncovered: list[tuple[float, float]] = field(default_factory=list)
-    verification: dict | None = None  # {"by": verifier, "added": n} when --verify ran
+    verification: dict | None = None  # {"by": verifier, "passes": k, "added": n} when --verify ran
     channels: list[dict] = field(default_factory=list)  # per channel, when channels differ:
     # {"channel", "transcript", "redacted" (Transcripts), "spans" (that channel's)}
     blanks: list[Span] = field(default_factory=list)  # beeped too: uncovered speech (--uncovered beep)
@@ -237,22 +243,30 @@ class Redactor:
         """A second opinion: let the verifier (another decoder: by default tiny.en-sg, the
         fine-tune that hears Singlish PII the stock model misses; or the e2e model)
         transcribe the same audio, run this redactor's detectors over its transcript, and
-        return the spans that reach beyond the first redaction (with its padding). The
+        return the spans that reach beyond the redaction so far (with its padding). The
         verifier hears the whole audio, not only what the first redaction leaves audible: with
         the redactions silenced, it lost the context around them, and its cues took the words
         after a silenced name for the name (dev leak 7.8 / 15.0 % on utterances / calls against
         3.2 / 6.7 % with the whole audio; docs/results.md §0i). The verifier's own entity tags
         are not used: the e2e model's beeped 41 % of the other speech on the benchmark's dev
-        part (its transcript through the detectors: 30 %)."""
+        part (its transcript through the detectors: 30 %).
+
+        It listens ``verify_passes`` times: pass k > 0 hears the audio with an inaudible
+        dither drawn from seed k (:func:`deid_speech.audio.dither`), so the same audio always
+        gets the same redaction, and what one decoding missed another may catch (§0r)."""
         from deid_speech import timing
+        from deid_speech.audio import dither
         from deid_speech.intervals import covered, union
         from deid_speech.redact import redaction_regions
 
+        added: list[Span] = []
         with timing.stage("verification", absorb=True):
-            regions = union([(a, b) for a, b, _ in redaction_regions(spans, self.config.redact)])
-            transcript = self.verifier.recognize(mono).transcript
-            return [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
-                    for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
+            for k in range(self.config.verify_passes):
+                regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
+                transcript = self.verifier.recognize(mono if k == 0 else dither(mono, k)).transcript
+                added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
+                          for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
+        return added
 
     def redact(self, audio: Audio, progress=None, in_place: bool = False) -> RedactResult:
         """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
@@ -291,7 +305,8 @@ class Redactor:
         if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
         spans = merge_spans(found)
-        verification = {"by": self.verifier.name, "added": added_total} if self.verifier is not None else None
+        verification = ({"by": self.verifier.name, "passes": self.config.verify_passes, "added": added_total}
+                        if self.verifier is not None else None)
         text = TextRedactor(self.config.redact)  # one per call: numbering and surrogates agree across channels
         redacted = [redact_transcript(tr, spans, text) for _, tr, _ in per]
         channels = [] if len(per) == 1 else [

@@ -64,8 +64,9 @@ def redacted_schema(version: int) -> dict:
              "uncovered_speech": {"type": "array", "items": {"type": "array", "items": {"type": "number"},
                                                              "minItems": 2, "maxItems": 2}},
              "uncovered_action": {"enum": ["beep", "fail", "warn"]},
-             "verified": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["by", "added"],
+             "verified": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["by", "passes", "added"],
                                                         "properties": {"by": {"type": "string"},
+                                                                       "passes": {"type": "integer", "minimum": 1},
                                                                        "added": {"type": "integer"}}}]},
              "words": {"type": "array", "items": word}, "channel_results": {"type": "array", "items": channel}}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "deid-speech X.redacted.json",

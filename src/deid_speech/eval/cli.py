@@ -11,9 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from deid_speech.cli import parse_passes
 from deid_speech.errors import DeidError
 from deid_speech.redact import MERGE_GAP, PAD_AFTER, PAD_BEFORE
-from deid_speech.systems import RECOGNISER, VERIFIER
+from deid_speech.systems import RECOGNISER, VERIFIER, VERIFY_PASSES
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -38,6 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
                    help="cascade+verify's second decoder, as `redact --verifier`: a Whisper model (default "
                         "%(default)s; its transcripts go to --asr-cache too) or e2e")
+    p.add_argument("--verify-passes", type=parse_passes, default=VERIFY_PASSES, metavar="N",
+                   help="how often cascade+verify's second decoder decodes each file, as `redact "
+                        "--verify-passes` (default %(default)s)")
     p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE",
                    help="keep Whisper transcripts in FILE (JSONL, keyed by audio, model and options) "
                         "and reuse them: scoring several NER models on one manifest decodes it once")
@@ -142,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
             torch_device(args.device)  # no GPU: a one-line error, not a torch traceback
         e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device))
     extra = asr_overrides(args.asr_option)  # a bad pair fails before anything is loaded
+    if args.verify_passes != VERIFY_PASSES and not verifying:
+        raise DeidError("--verify-passes is cascade+verify's: use it with --system cascade+verify")
     if args.verifier_option and (not verifying or args.verifier == "e2e"):
         raise DeidError("--verifier-option is a Whisper verifier's decoding: use it with --system cascade+verify")
     second_extra = asr_overrides(args.verifier_option, "--verifier-option")
@@ -168,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
             second = _whisper(AsrOptions.second_opinion(model=args.verifier, **second_extra), args.asr_cache)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
-                                   verifier=args.verifier, verifier_asr=second, uncovered=uncovered)
+                                   verifier=args.verifier, verifier_asr=second, uncovered=uncovered,
+                                   verify_passes=args.verify_passes)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     with tqdm(total=len(items), unit="file", disable=not show, file=sys.stderr) as bar:
         results = evaluate(items, preds, progress=lambda k: bar.update(1))
@@ -184,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
                                 "decoding_s": round(asr.decoding_s, 2)}
     if verifying:
         results["verifier"] = args.verifier
+        results["verify_passes"] = args.verify_passes
     if args.asr_cache is not None and second is not None:
         results["verifier_cache"] = {"hits": second.hits, "decoded": second.misses,
                                      "decoding_s": round(second.decoding_s, 2)}

@@ -22,7 +22,7 @@ from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import SPrivCounts, TextSpanScore, error_rate, residual_risk, risk_summary, spriv, word_errors
 from deid_speech.redact import RedactOptions, redaction_regions
-from deid_speech.systems import RECOGNISER, VERIFIER
+from deid_speech.systems import RECOGNISER, VERIFIER, VERIFY_PASSES
 from deid_speech.types import EntitySpan, Span, Transcript, Word
 
 
@@ -135,13 +135,14 @@ class SystemScore:
 def system_predictions(names: list[str], items: list[Item], asr_model: str = RECOGNISER, asr=None,
                        options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
                        e2e=None, verifier: str = VERIFIER, verifier_asr=None, uncovered: str = "beep",
-                       ) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
+                       verify_passes: int = VERIFY_PASSES) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
     (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
     ``e2e+patterns`` are their own ASR: one end-to-end model (``e2e_model``, default the
     shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
     ``e2e+patterns`` also runs the pattern detectors over. ``cascade+verify``'s second decoder
-    is the e2e model, or the Whisper model ``verifier`` (``verifier_asr``: a ready one).
+    is the e2e model, or the Whisper model ``verifier`` (``verifier_asr``: a ready one),
+    decoding the audio ``verify_passes`` times as redact does.
     ``uncovered="beep"`` (``redact``'s default): speech that no word of a system's transcript
     covers is beeped too (:attr:`Prediction.blanked`), as ``redact`` beeps it; ``"warn"``:
     the spans alone."""
@@ -159,7 +160,8 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = REC
         spec = systems.get(s)
         if spec.verify:
             verifying = Redactor(RedactConfig(asr_model=asr_model, ner_model=ner_model, e2e_model=e2e_model,
-                                              redact=options, verify=True, verifier=verifier), asr=asr,
+                                              redact=options, verify=True, verifier=verifier,
+                                              verify_passes=verify_passes), asr=asr,
                                  verifier=e2e if verifier == "e2e" else verifier_asr)
             asr = verifying.asr
             if verifier == "e2e":
