@@ -30,7 +30,7 @@ RECOGNISER = "tiny.en"
 VERIFIER = "tiny.en-sg"
 # it decodes the audio twice, the second time with an inaudible dither: Whisper's decoding of
 # noisy audio is chaotic, the two decodings miss different entities, and their union lowered
-# the leak of dev calls from 5.5 to 3.4 % (docs/results.md §0r); a third pass buys less
+# the leak of dev calls from 5.5 to 3.8 % (docs/results.md §0r); a third pass buys less
 VERIFY_PASSES = 2
 MAX_VERIFY_PASSES = 4
 SPOKEN_FORM = ("patterns", "cue-runs")
