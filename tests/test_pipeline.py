@@ -277,7 +277,7 @@ def test_the_verifier_listens_again_to_dithered_audio_and_what_any_pass_finds_is
     assert np.array_equal(again.heard[1], ver.heard[1])
 
 
-def test_verify_passes_are_checked():
+def test_verify_passes_and_the_helper_process_are_checked():
     assert RedactConfig().verify_passes == 2
     for bad in (0, 5, -1, 1.5, "2"):
         with pytest.raises(DeidError, match="--verify-passes must be a whole number from 1 to 4"):
@@ -285,6 +285,10 @@ def test_verify_passes_are_checked():
     with pytest.raises(DeidError, match="which is off here"):
         RedactConfig(verify=False, verify_passes=3)
     assert RedactConfig(verify=False, verify_passes=2).verify is False  # the default needs no --verify
+    with pytest.raises(DeidError, match="--helper-process runs the verifier of --verify, which is off here"):
+        RedactConfig(verify=False, verify_in_helper=True)
+    with pytest.raises(DeidError, match="the e2e verifier decodes in this process"):
+        RedactConfig(verifier="e2e", verify_in_helper=True)
 
 
 def test_verify_is_refused_for_the_e2e_systems():

@@ -59,7 +59,8 @@ class InProcess:
         return (redact_one(self.redactor, job) for job in jobs)
 
     def close(self) -> None:
-        pass
+        if self.redactor is not None:
+            self.redactor.close()
 
 
 class WorkerPool:
@@ -70,6 +71,7 @@ class WorkerPool:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        config = one_process_each(config)
         self.config, self.workers = config, workers
         # spawn: a fresh interpreter per worker, never a fork of threads that hold model locks
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
@@ -80,6 +82,14 @@ class WorkerPool:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def one_process_each(config):
+    """``config`` for a pool's worker: the pool gives each worker a core, so its verifier
+    decodes in the worker itself, not in a helper process of its own."""
+    from dataclasses import replace
+
+    return replace(config, verify_in_helper=False)
 
 
 _WORKER: dict = {}  # in a worker process (or Ray actor): its Redactor
@@ -132,7 +142,7 @@ class RayPool:
                 raise DeidError(f"cannot start or reach Ray{f' at {address}' if address else ''}: "
                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         actor = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(_RedactActor)
-        self.actors = [actor.remote(config) for _ in range(workers)]
+        self.actors = [actor.remote(one_process_each(config)) for _ in range(workers)]
         self.pool = ActorPool(self.actors)
 
     def redact_jobs(self, jobs):

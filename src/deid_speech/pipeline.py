@@ -43,6 +43,9 @@ class RedactConfig:
     verify: bool | None = None
     verifier: str = VERIFIER  # that decoder: a Whisper model (tiny.en-sg, a folder, ...) or the e2e model
     verify_passes: int = VERIFY_PASSES  # how often the verifier decodes the audio (each pass dithered anew)
+    # a Whisper verifier decodes in a helper process, beside the first decoder, each on half
+    # the cores (asr/helper.py); None: when this process may use two cores or more
+    verify_in_helper: bool | None = None
     uncovered: str = "beep"  # speech no word covers (not checked for PII): beep it, fail the file, or warn
 
     def __post_init__(self) -> None:
@@ -62,6 +65,10 @@ class RedactConfig:
                             f"not {self.verify_passes!r}")
         if self.verify_passes != VERIFY_PASSES and not (self.verify or systems.get(self.system).verify):
             raise DeidError("--verify-passes sets how often --verify decodes, which is off here")
+        if self.verify_in_helper and not (self.verify or systems.get(self.system).verify):
+            raise DeidError("--helper-process runs the verifier of --verify, which is off here")
+        if self.verify_in_helper and self.verifier == "e2e":
+            raise DeidError("--helper-process runs a Whisper verifier; the e2e verifier decodes in this process")
         if self.verifier != VERIFIER and not (self.verify or systems.get(self.system).verify):
             raise DeidError("--verifier chooses the decoder of --verify, which is off here")
         bad = [x for x in self.labels if x not in LABELS]
@@ -172,14 +179,41 @@ def _e2e_tagger(config: RedactConfig) -> Recognizer:
     return E2ETagger(E2EOptions(model=config.e2e_model or default_model()))
 
 
+def _cores(config: RedactConfig) -> tuple[int, int] | None:
+    """CTranslate2 threads for (the first decoder, the verifier) when the verifier decodes in
+    a helper process beside the first; None when both decode here, one after the other."""
+    from deid_speech.asr.whisper import cpu_threads
+
+    n = cpu_threads()
+    beside = config.verify_in_helper if config.verify_in_helper is not None else n >= 2
+    if not (beside and config.verify and config.verifier != "e2e"):
+        return None
+    return max(1, n // 2), max(1, n - n // 2)
+
+
 def _verifier(config: RedactConfig) -> Recognizer:
     """The second decoder of ``--verify``: the e2e model, or a Whisper model decoding as the
-    cascade's own does."""
+    cascade's own does (in a helper process when :func:`_cores` says so)."""
     if config.verifier == "e2e":
         return _e2e_tagger(config)
     from deid_speech.asr.whisper import AsrOptions, Transcriber
 
-    return Transcriber(AsrOptions.second_opinion(model=config.verifier))
+    cores = _cores(config)
+    if cores is None:
+        return Transcriber(AsrOptions.second_opinion(model=config.verifier))
+    from deid_speech.asr.helper import HelperTranscriber
+
+    return HelperTranscriber(AsrOptions.second_opinion(model=config.verifier, threads=cores[1]))
+
+
+class _Later:
+    """A decoding by an in-process recogniser, run when its result is asked for."""
+
+    def __init__(self, recognizer: Recognizer, audio):
+        self.recognizer, self.audio = recognizer, audio
+
+    def result(self) -> Recognition:
+        return self.recognizer.recognize(self.audio)
 
 
 class Redactor:
@@ -207,11 +241,20 @@ class Redactor:
             else:
                 from deid_speech.asr.whisper import AsrOptions, Transcriber
 
-                asr = Transcriber(AsrOptions.fast(model=config.asr_model) if config.fast_asr
-                                  else AsrOptions(model=config.asr_model))
+                cores = _cores(config) if verifier is None else None
+                threads = {"threads": cores[0]} if cores else {}
+                asr = Transcriber(AsrOptions.fast(model=config.asr_model, **threads) if config.fast_asr
+                                  else AsrOptions(model=config.asr_model, **threads))
         self.asr = as_recognizer(asr)
         with timing.stage("loading"):
             self.detectors = detectors if detectors is not None else build_all(self.system.detectors, config)
+
+    def close(self) -> None:
+        """Stop the verifier's helper process, if it has one (it also stops by itself when
+        this process ends)."""
+        close = getattr(self.verifier, "close", None)
+        if close is not None:
+            close()
 
     def detect(self, transcript: Transcript, tagged: tuple[Span, ...] | list[Span] = ()) -> list[Span]:
         """The spans of ``transcript``: the recogniser's own ``tagged`` spans (the e2e
@@ -239,7 +282,18 @@ class Redactor:
         rec = self.asr.recognize(mono, progress=progress)
         return rec.transcript, self.detect(rec.transcript, rec.spans)
 
-    def verify(self, mono, spans: list[Span]) -> list[Span]:
+    def listen(self, mono) -> list:
+        """Start the verifier's decodings of ``mono``, one per pass (pass k > 0 hears it with
+        the dither of seed k): handles whose ``result()`` is the Recognition. A verifier in a
+        helper process starts at once and decodes while this process does its own; one in
+        this process decodes when :meth:`verify` asks for the result."""
+        from deid_speech.audio import dither
+
+        heard = [mono if k == 0 else dither(mono, k) for k in range(self.config.verify_passes)]
+        submit = getattr(self.verifier, "submit", None)
+        return [submit(a) if submit is not None else _Later(self.verifier, a) for a in heard]
+
+    def verify(self, mono, spans: list[Span], heard: list | None = None) -> list[Span]:
         """A second opinion: let the verifier (another decoder: by default tiny.en-sg, the
         fine-tune that hears Singlish PII the stock model misses; or the e2e model)
         transcribe the same audio, run this redactor's detectors over its transcript, and
@@ -253,17 +307,17 @@ class Redactor:
 
         It listens ``verify_passes`` times: pass k > 0 hears the audio with an inaudible
         dither drawn from seed k (:func:`deid_speech.audio.dither`), so the same audio always
-        gets the same redaction, and what one decoding missed another may catch (§0r)."""
+        gets the same redaction, and what one decoding missed another may catch (§0r).
+        ``heard``: the handles of :meth:`listen`, when it was called before the first decoding."""
         from deid_speech import timing
-        from deid_speech.audio import dither
         from deid_speech.intervals import covered, union
         from deid_speech.redact import redaction_regions
 
         added: list[Span] = []
         with timing.stage("verification", absorb=True):
-            for k in range(self.config.verify_passes):
+            for pending in heard if heard is not None else self.listen(mono):
                 regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
-                transcript = self.verifier.recognize(mono if k == 0 else dither(mono, k)).transcript
+                transcript = pending.result().transcript
                 added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
                           for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
         return added
@@ -293,9 +347,10 @@ class Redactor:
         for channel, mono in tracks:
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
+            heard = self.listen(mono) if self.verifier is not None else None  # a helper starts now
             transcript, spans = self.recognize(mono, progress)
             if self.verifier is not None:
-                added = self.verify(mono, spans)
+                added = self.verify(mono, spans, heard)
                 added_total += len(added)
                 spans = merge_spans(spans + added)
             found += spans

@@ -184,6 +184,7 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = REC
         except DeidError as exc:
             raise DeidError(f"{item.id}: {exc}") from None
         mono = for_recognition(audio.mono16k())  # as redact hears it
+        heard = verifying.listen(mono) if verifying is not None else None  # a helper starts now, as in redact
         tr = shared.asr.recognize(mono).transcript if shared is not None else None
         tagged = tagger.recognize(mono) if tagger is not None else None
         # what redact beeps because no word of the transcript covers it (one VAD pass for both)
@@ -198,7 +199,7 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = REC
             out[name] = Prediction(spans, t, redact_text(t, spans), options, blank_tag if name in tagging else blank_tr)
         if verifying is not None:
             first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
-            spans = sorted(first + verifying.verify(mono, first))
+            spans = sorted(first + verifying.verify(mono, first, heard))
             out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options, blank_tr)
         yield item, audio.duration, out
 

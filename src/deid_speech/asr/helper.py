@@ -1,0 +1,159 @@
+"""A Whisper decoder in a helper process of its own, so that it decodes beside this process.
+
+CTranslate2 seeds the temperature fallback's sampler from a process-wide seed, so two
+decoders in one process take turns (``whisper._DECODING``) to give every audio the same
+transcript whatever else the process decodes. On two cores that leaves one idle: tiny.en
+decodes the 108 s benchmark call in 19.0 s on two threads and in 18.2 s on one. The
+second opinion (``--verify``) therefore runs in a helper process, on the other core, while
+the first decoder works here; the transcripts are the same bit for bit (the thread count
+changes none of them: 15 of 15 checked, docs/results.md §0r).
+
+The helper is ``python -m deid_speech.asr.helper``, started with :mod:`subprocess`, not
+:mod:`multiprocessing`: a spawned child would import the caller's ``__main__`` again, which a
+script that uses the library without an ``if __name__ == "__main__"`` guard does not survive.
+Requests (the decoding options, then one float32 array per decoding) go to its stdin and
+results come back on its stdout, pickled, in order.
+
+``submit(audio)`` starts a decoding and returns a handle whose ``result()`` waits for the
+:class:`~deid_speech.types.Recognition`; ``recognize`` does both. A model that cannot be
+loaded, a decoding that fails and a helper that dies all fail that result with a one-line
+:class:`~deid_speech.errors.DeidError`, so the file fails closed.
+"""
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+
+from deid_speech.errors import DeidError
+
+
+class Pending:
+    """A decoding under way in the helper: ``result()`` waits for its Recognition."""
+
+    def __init__(self, helper: HelperTranscriber, seq: int):
+        self._helper, self._seq = helper, seq
+
+    def result(self):
+        return self._helper._result(self._seq)
+
+
+class HelperTranscriber:
+    """A :class:`~deid_speech.asr.whisper.Transcriber` for ``options``, loaded and run in one
+    helper process; decodings submitted from several threads queue there, in order."""
+
+    def __init__(self, options):
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        import deid_speech
+        from deid_speech.asr.models import resolve_model
+
+        self.options = options
+        self.name = resolve_model(options.model).name  # a model that does not exist fails here, in one line
+        package_root = str(Path(deid_speech.__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+        self._proc = subprocess.Popen([sys.executable, "-m", "deid_speech.asr.helper"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self._write = threading.Lock()
+        self._read = threading.Lock()
+        self._sent = self._received = 0
+        self._done: dict[int, tuple[str, object]] = {}
+        self._send(options)
+
+    def _send(self, obj) -> None:
+        try:
+            pickle.dump(obj, self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise DeidError(f"the helper process decoding with {self.name} stopped") from None
+
+    def submit(self, audio: np.ndarray) -> Pending:
+        with self._write:
+            self._send(np.ascontiguousarray(audio, dtype=np.float32))
+            self._sent += 1
+            return Pending(self, self._sent)
+
+    def _result(self, seq: int):
+        with self._read:
+            while seq not in self._done:
+                try:
+                    got = pickle.load(self._proc.stdout)
+                except Exception:  # EOF: the helper died (out of memory, killed)
+                    raise DeidError(f"the helper process decoding with {self.name} stopped") from None
+                self._received += 1
+                self._done[self._received] = got
+            status, value = self._done.pop(seq)
+        if status != "ok":
+            raise DeidError(value)
+        return value
+
+    def recognize(self, audio: np.ndarray, progress=None):
+        return self.submit(audio).result()
+
+    def close(self) -> None:
+        """Let the helper finish what it holds and exit."""
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            self._proc.wait()
+
+    def __del__(self):
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.stdin.close()  # EOF: the helper exits after its current decoding
+            except Exception:
+                pass
+
+
+def main() -> None:
+    """The helper: read the options, load the model, then decode each array read from stdin
+    and write ``("ok", Recognition)`` or ``("error", one line)`` to stdout, in order. A
+    reader thread drains stdin, so the parent's writes never wait for a decoding."""
+    import queue
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # stdout carries results only
+    options = pickle.load(inp)
+    requests: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                requests.put(pickle.load(inp))
+            except Exception:  # EOF: the parent is done
+                requests.put(None)
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    from deid_speech.asr.whisper import Transcriber
+    from deid_speech.types import Recognition
+
+    try:
+        asr, error = Transcriber(options), None
+    except Exception as e:
+        asr, error = None, str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
+    while (audio := requests.get()) is not None:
+        try:
+            if asr is None:
+                raise DeidError(error)
+            result = ("ok", Recognition(asr.transcribe(audio)))
+        except DeidError as e:
+            result = ("error", str(e))
+        except Exception as e:
+            result = ("error", f"the second decoder failed: {type(e).__name__}: {e}")
+        pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The verifier in a helper process: the same redaction as in this process, one-line errors,
+and no re-import of the caller's script."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from deid_speech import models
+from deid_speech.errors import DeidError
+
+
+@pytest.fixture(scope="module")
+def clip():
+    from deid_speech.audio import for_recognition, load
+
+    return for_recognition(load(models.path("example")).mono16k())[: 25 * 16000]  # two names and an NRIC
+
+
+@pytest.mark.model
+def test_the_helper_decodes_bit_for_bit_as_this_process_does(clip):
+    from deid_speech.asr.helper import HelperTranscriber
+    from deid_speech.asr.whisper import AsrOptions, Transcriber
+
+    options = AsrOptions.second_opinion(model="tiny.en-sg", threads=1)
+    helper = HelperTranscriber(options)
+    try:
+        first, second = helper.submit(clip), helper.submit(clip[: 10 * 16000])  # queued, answered in order
+        here = Transcriber(AsrOptions.second_opinion(model="tiny.en-sg"))  # two threads: the same words
+        assert second.result().transcript == here.transcribe(clip[: 10 * 16000])
+        assert first.result().transcript == here.transcribe(clip)
+        assert helper.name == "tiny.en-sg"
+    finally:
+        helper.close()
+    assert helper._proc.returncode == 0
+
+
+@pytest.mark.model
+def test_the_redaction_is_the_same_with_the_verifier_beside_or_after_the_first_decoder(clip):
+    from deid_speech.pipeline import RedactConfig, Redactor
+
+    found = {}
+    for beside in (True, False):
+        r = Redactor(RedactConfig(verify_in_helper=beside))
+        try:
+            assert (r.verifier.__class__.__name__ == "HelperTranscriber") is beside
+            result = r.redact_tracks([(None, clip)], (25.0, 16000, 1))
+        finally:
+            r.close()
+        found[beside] = ([(s.start, s.end, s.label, s.source) for s in result.spans], result.transcript,
+                         result.verification)
+    assert found[True] == found[False]
+    assert found[True][2]["passes"] == 2 and any(label == "NRIC" for _, _, label, _ in found[True][0])
+
+
+def test_a_missing_model_is_a_one_line_error_before_any_process_starts(tmp_path):
+    from deid_speech.asr.helper import HelperTranscriber
+    from deid_speech.asr.whisper import AsrOptions
+
+    with pytest.raises(DeidError) as e:
+        HelperTranscriber(AsrOptions(model=str(tmp_path / "no-such-model")))
+    assert "no-such-model" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.model
+def test_a_helper_that_dies_fails_the_result_in_one_line(clip):
+    from deid_speech.asr.helper import HelperTranscriber
+    from deid_speech.asr.whisper import AsrOptions
+
+    helper = HelperTranscriber(AsrOptions(model="tiny.en", threads=1))
+    pending = helper.submit(clip)
+    helper._proc.kill()
+    with pytest.raises(DeidError, match="the helper process decoding with tiny.en stopped"):
+        pending.result()
+    with pytest.raises(DeidError, match="stopped"):
+        helper.submit(clip).result()
+
+
+@pytest.mark.model
+def test_the_helper_reports_a_decoding_error_in_one_line_and_goes_on():
+    from deid_speech.asr.helper import HelperTranscriber
+    from deid_speech.asr.whisper import AsrOptions
+
+    helper = HelperTranscriber(AsrOptions(model="tiny.en", threads=1))
+    try:
+        with pytest.raises(DeidError, match="the second decoder failed"):
+            helper.submit(np.zeros((2, 2, 2), np.float32)).result()  # no mono audio
+        assert helper.submit(np.zeros(16000, np.float32)).result().transcript.words == ()  # still serving
+    finally:
+        helper.close()
+
+
+@pytest.mark.model
+def test_a_script_without_a_main_guard_can_use_the_helper(tmp_path):
+    script = tmp_path / "plain.py"  # no `if __name__ == "__main__"`: a spawned child would run it again
+    script.write_text(
+        "import numpy as np\n"
+        "from deid_speech.asr.helper import HelperTranscriber\n"
+        "from deid_speech.asr.whisper import AsrOptions\n"
+        "print('started', flush=True)\n"
+        "h = HelperTranscriber(AsrOptions(model='tiny.en', threads=1))\n"
+        "print(len(h.recognize(np.zeros(16000, np.float32)).transcript.words))\n"
+        "h.close()\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["started", "0"]  # the script ran once
+
+
+def test_pools_give_each_worker_its_own_core_and_no_helper():
+    from deid_speech.batch import one_process_each
+    from deid_speech.pipeline import RedactConfig
+
+    assert RedactConfig().verify_in_helper is None
+    assert one_process_each(RedactConfig()).verify_in_helper is False
