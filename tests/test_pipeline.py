@@ -310,11 +310,25 @@ def test_the_verifier_can_be_a_whisper_model_and_needs_verify(monkeypatch):
             return make_transcript("nothing here")
 
     monkeypatch.setattr(whisper, "Transcriber", FakeWhisper)
-    r = Redactor(RedactConfig(verify=True, verifier="tiny.en-sg"), asr=FakeAsr(), detectors=[PatternDetector()])
+    r = Redactor(RedactConfig(verify=True, verifier="tiny.en-sg", verify_in_helper=False), asr=FakeAsr(),
+                 detectors=[PatternDetector()])
     assert built == ["tiny.en-sg"] and r.verifier.name == "tiny.en-sg"
     assert r.verify(np.zeros(16000, np.float32), []) == []
     with pytest.raises(DeidError, match="which is off here"):
         RedactConfig(verifier="e2e", verify=False)
+
+
+def test_the_verifier_goes_to_a_helper_process_only_with_two_cores_or_more(monkeypatch):
+    import deid_speech.asr.whisper as whisper
+    from deid_speech.pipeline import _cores
+
+    for n, split in ((1, None), (2, (1, 1)), (3, (1, 2)), (16, (8, 8))):
+        monkeypatch.setattr(whisper, "cpu_threads", lambda requested=0, n=n: requested or n)
+        assert _cores(RedactConfig()) == split
+        assert _cores(RedactConfig(verify_in_helper=False)) is None
+        assert _cores(RedactConfig(verify=False)) is None and _cores(RedactConfig(verifier="e2e")) is None
+    monkeypatch.setattr(whisper, "cpu_threads", lambda requested=0: requested or 1)
+    assert _cores(RedactConfig(verify_in_helper=True)) == (1, 1)  # asked for: even on one core
 
 
 def test_the_cascade_verifies_by_default_unless_its_recogniser_is_the_verifier():
