@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "out" / "benchmark" / "dev"
 # "cascade" is the default: the stock recogniser with tiny.en-sg's second opinion (--verify, on by
 # default), which decodes the audio twice (--verify-passes 2) in a helper process beside the first decoder
-SYSTEMS = ("cascade", "cascade --no-helper-process", "cascade --verify-passes 1", "cascade --no-verify",
+SYSTEMS = ("cascade", "cascade --no-helper-process", "cascade --verify-passes 1",
+           "cascade --verify-passes 1 --no-helper-process", "cascade --no-verify",
            "cascade --fast-asr",
            "cascade --asr-model tiny.en-sg", "cascade --asr-model tiny.en-sg-full", "e2e+patterns")
 PEERS = ("faster-whisper", "faster-whisper-batched", "whisper+presidio")

@@ -207,13 +207,16 @@ def _verifier(config: RedactConfig) -> Recognizer:
 
 
 class _Later:
-    """A decoding by an in-process recogniser, run when its result is asked for."""
+    """A decoding by an in-process recogniser of ``mono`` with the dither of seed ``k`` (none
+    for 0), run when its result is asked for: no dithered copy waits in memory."""
 
-    def __init__(self, recognizer: Recognizer, audio):
-        self.recognizer, self.audio = recognizer, audio
+    def __init__(self, recognizer: Recognizer, mono, k: int):
+        self.recognizer, self.mono, self.k = recognizer, mono, k
 
     def result(self) -> Recognition:
-        return self.recognizer.recognize(self.audio)
+        from deid_speech.audio import dither
+
+        return self.recognizer.recognize(self.mono if self.k == 0 else dither(self.mono, self.k))
 
 
 class Redactor:
@@ -289,9 +292,11 @@ class Redactor:
         this process decodes when :meth:`verify` asks for the result."""
         from deid_speech.audio import dither
 
-        heard = [mono if k == 0 else dither(mono, k) for k in range(self.config.verify_passes)]
+        passes = range(self.config.verify_passes)
         submit = getattr(self.verifier, "submit", None)
-        return [submit(a) if submit is not None else _Later(self.verifier, a) for a in heard]
+        if submit is None:
+            return [_Later(self.verifier, mono, k) for k in passes]
+        return [submit(mono if k == 0 else dither(mono, k)) for k in passes]
 
     def verify(self, mono, spans: list[Span], heard: list | None = None) -> list[Span]:
         """A second opinion: let the verifier (another decoder: by default tiny.en-sg, the
