@@ -53,6 +53,7 @@ class Dithered:
 
 def main(argv: list[str] | None = None) -> dict:
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+    from deid_speech.cli import parse_passes
     from deid_speech.eval.cli import asr_overrides
     from deid_speech.eval.run import evaluate, load_manifest, system_predictions
     from deid_speech.systems import RECOGNISER, VERIFIER, VERIFY_PASSES
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--verifier", default=VERIFIER, help=f"the second opinion's model (default: {VERIFIER})")
     p.add_argument("--asr-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--verifier-option", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--verify-passes", type=int, default=VERIFY_PASSES,
+    p.add_argument("--verify-passes", type=parse_passes, default=VERIFY_PASSES,
                    help=f"how often the verifier decodes each file, as redact --verify-passes (default {VERIFY_PASSES})")
     p.add_argument("--uncovered", choices=("beep", "warn"), default="beep",
                    help="speech no word covers: beeped as redact does (beep), or not (warn)")

@@ -63,18 +63,26 @@ class RedactConfig:
         if not (isinstance(self.verify_passes, int) and 1 <= self.verify_passes <= MAX_VERIFY_PASSES):
             raise DeidError(f"--verify-passes must be a whole number from 1 to {MAX_VERIFY_PASSES}, "
                             f"not {self.verify_passes!r}")
-        if self.verify_passes != VERIFY_PASSES and not (self.verify or systems.get(self.system).verify):
+        if self.verify_passes != VERIFY_PASSES and not self.verifying:
             raise DeidError("--verify-passes sets how often --verify decodes, which is off here")
-        if self.verify_in_helper and not (self.verify or systems.get(self.system).verify):
+        if self.verify_in_helper and not self.verifying:
             raise DeidError("--helper-process runs the verifier of --verify, which is off here")
         if self.verify_in_helper and self.verifier == "e2e":
             raise DeidError("--helper-process runs a Whisper verifier; the e2e verifier decodes in this process")
-        if self.verifier != VERIFIER and not (self.verify or systems.get(self.system).verify):
+        if self.verifier != VERIFIER and not self.verifying:
             raise DeidError("--verifier chooses the decoder of --verify, which is off here")
         bad = [x for x in self.labels if x not in LABELS]
         if bad or not self.labels:
             raise DeidError(f"unknown label(s) {', '.join(bad) or '(none given)'}; "
                             f"choose from {', '.join(LABELS)}")
+
+    @property
+    def verifying(self) -> bool:
+        """Whether a second decoder checks the redaction: ``verify``, or a system that always
+        verifies (``cascade+verify`` in eval)."""
+        from deid_speech import systems
+
+        return bool(self.verify or systems.get(self.system).verify)
 
 
 @dataclass(frozen=True)
@@ -186,7 +194,7 @@ def _cores(config: RedactConfig) -> tuple[int, int] | None:
 
     n = cpu_threads()
     beside = config.verify_in_helper if config.verify_in_helper is not None else n >= 2
-    if not (beside and config.verify and config.verifier != "e2e"):
+    if not (beside and config.verifying and config.verifier != "e2e"):
         return None
     return max(1, n // 2), max(1, n - n // 2)
 
@@ -233,7 +241,7 @@ class Redactor:
         self.config = config
         self.system = systems.get(config.system)
         self.verifier = None
-        if config.verify or self.system.verify:  # a second opinion: another decoder reads the audio too
+        if config.verifying:  # a second opinion: another decoder reads the audio too
             self.verifier = as_recognizer(verifier if verifier is not None else _verifier(config))
         if asr is not None and self.system.recognizer == "e2e" and not callable(getattr(asr, "recognize", None)):
             raise DeidError(f"system {config.system} needs a recogniser that tags entities itself "
