@@ -53,6 +53,34 @@ def test_the_redaction_is_the_same_with_the_verifier_beside_or_after_the_first_d
     assert found[True][2]["passes"] == 2 and any(label == "NRIC" for _, _, label, _ in found[True][0])
 
 
+@pytest.mark.model
+def test_a_result_nobody_asks_for_is_discarded_and_a_result_can_be_asked_again():
+    import gc
+
+    from deid_speech.asr.helper import HelperTranscriber
+    from deid_speech.asr.whisper import AsrOptions
+
+    helper = HelperTranscriber(AsrOptions(model="tiny.en", threads=1))
+    try:
+        silence = np.zeros(16000, np.float32)
+        dropped = helper.submit(silence)  # the file failed before its verification asked
+        kept = helper.submit(silence)
+        del dropped
+        gc.collect()
+        first = kept.result()
+        assert kept.result() is first  # asked again: the same result, no wait on the pipe
+        assert helper._done == {} and helper._abandoned == set()  # nothing held for a dropped handle
+        late = helper.submit(silence)
+        third = helper.submit(silence)
+        assert third.result().transcript.words == ()  # reads the second result first and keeps it
+        assert list(helper._done) == [late._seq]
+        del late
+        gc.collect()
+        assert helper._done == {} and helper._abandoned == set()
+    finally:
+        helper.close()
+
+
 def test_a_missing_model_is_a_one_line_error_before_any_process_starts(tmp_path):
     from deid_speech.asr.helper import HelperTranscriber
     from deid_speech.asr.whisper import AsrOptions

@@ -30,13 +30,28 @@ from deid_speech.errors import DeidError
 
 
 class Pending:
-    """A decoding under way in the helper: ``result()`` waits for its Recognition."""
+    """A decoding under way in the helper: ``result()`` waits for its Recognition (and
+    gives the same one again when asked again). A handle dropped unasked (the file failed
+    before its verification) tells the helper to discard its result when it comes."""
 
     def __init__(self, helper: HelperTranscriber, seq: int):
         self._helper, self._seq = helper, seq
+        self._outcome: tuple[str, object] | None = None
 
     def result(self):
-        return self._helper._result(self._seq)
+        if self._outcome is None:
+            self._outcome = self._helper._result(self._seq)
+        status, value = self._outcome
+        if status != "ok":
+            raise DeidError(value)
+        return value
+
+    def __del__(self):
+        if self._outcome is None:
+            try:
+                self._helper._abandon(self._seq)
+            except Exception:  # at interpreter exit
+                pass
 
 
 class HelperTranscriber:
@@ -61,7 +76,8 @@ class HelperTranscriber:
         self._write = threading.Lock()
         self._read = threading.Lock()
         self._sent = self._received = 0
-        self._done: dict[int, tuple[str, object]] = {}
+        self._done: dict[int, tuple[str, object]] = {}  # results read before their handle asked
+        self._abandoned: set[int] = set()  # handles dropped unasked: their results are discarded
         self._send(options)
 
     def _send(self, obj) -> None:
@@ -77,19 +93,26 @@ class HelperTranscriber:
             self._sent += 1
             return Pending(self, self._sent)
 
-    def _result(self, seq: int):
+    def _result(self, seq: int) -> tuple[str, object]:
+        """``("ok", Recognition)`` or ``("error", one line)`` for decoding ``seq``; the results
+        before it are read and kept for their handles (or discarded, if abandoned)."""
         with self._read:
             while seq not in self._done:
                 try:
                     got = pickle.load(self._proc.stdout)
                 except Exception:  # EOF: the helper died (out of memory, killed)
-                    raise DeidError(f"the helper process decoding with {self.name} stopped") from None
+                    return "error", f"the helper process decoding with {self.name} stopped"
                 self._received += 1
-                self._done[self._received] = got
-            status, value = self._done.pop(seq)
-        if status != "ok":
-            raise DeidError(value)
-        return value
+                if self._received in self._abandoned:
+                    self._abandoned.discard(self._received)
+                else:
+                    self._done[self._received] = got
+            return self._done.pop(seq)
+
+    def _abandon(self, seq: int) -> None:
+        self._abandoned.add(seq)
+        if self._done.pop(seq, None) is not None:
+            self._abandoned.discard(seq)
 
     def recognize(self, audio: np.ndarray, progress=None):
         return self.submit(audio).result()
