@@ -216,9 +216,13 @@ def main() -> None:
 
     audio = make_audio(args.audio_dir, args.long)
     if args.audio:
+        if unknown := set(args.audio.split(",")) - set(audio):
+            ap.error(f"no audio named {', '.join(sorted(unknown))} (known: {', '.join(audio)})")
         audio = {k: v for k, v in audio.items() if k in args.audio.split(",")}
     cases = [f"redact:{s}" for s in SYSTEMS] + list(PEERS)
     if args.cases:
+        if unknown := set(args.cases.split(",")) - set(cases):
+            ap.error(f"no case named {', '.join(sorted(unknown))} (known: {', '.join(cases)})")
         cases = [c for c in cases if c in args.cases.split(",")]
     results: dict[str, dict] = {}
     for name, path in audio.items():

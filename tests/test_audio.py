@@ -176,3 +176,14 @@ def test_a_stream_that_holds_nan_fails_with_one_line(tmp_path):
     sf.write(tmp_path / "nan.wav", x, 48000, subtype="FLOAT")
     with pytest.raises(DeidError, match="NaN"):
         AudioFile.open(tmp_path / "nan.wav").tracks16k()
+
+
+def test_dither_is_drawn_in_blocks_with_the_values_of_one_draw():
+    from deid_speech.audio import DITHER, dither
+
+    x = np.random.default_rng(3).standard_normal(50_001).astype(np.float32)
+    whole = (x + DITHER * np.random.default_rng(9).standard_normal(len(x))).astype(np.float32)
+    for block in (1, 4096, 1 << 20):
+        got = dither(x, 9, block=block)
+        assert got.dtype == np.float32 and np.array_equal(got, whole)
+    assert not np.array_equal(dither(x, 9), dither(x, 10)) and np.abs(dither(x, 9) - x).max() < 1e-3

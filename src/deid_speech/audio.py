@@ -113,13 +113,17 @@ TARGET_DBFS = -25.0
 DITHER = 1e-4  # amplitude of :func:`dither` (-80 dBFS; about 55 dB under speech at TARGET_DBFS)
 
 
-def dither(x: np.ndarray, seed: int, amplitude: float = DITHER) -> np.ndarray:
+def dither(x: np.ndarray, seed: int, amplitude: float = DITHER, block: int = 1 << 20) -> np.ndarray:
     """``x`` plus Gaussian noise of ``amplitude`` drawn from ``seed`` (float32). Inaudible,
     yet it changes what Whisper writes for noisy audio, whose decoding is chaotic: a second
     decoding of the dithered audio misses other entities than the first
     (``pipeline.Redactor.verify``; ``bench/dither.py`` measures the spread with it)."""
     rng = np.random.default_rng(seed)
-    return (x + amplitude * rng.standard_normal(len(x))).astype(np.float32)
+    out = np.empty(len(x), np.float32)
+    for s in range(0, len(x), block):  # the same draws as one call, without float64 copies of a long call
+        e = min(s + block, len(x))
+        out[s:e] = x[s:e] + amplitude * rng.standard_normal(e - s)
+    return out
 
 
 def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:

@@ -298,13 +298,11 @@ class Redactor:
         the dither of seed k): handles whose ``result()`` is the Recognition. A verifier in a
         helper process starts at once and decodes while this process does its own; one in
         this process decodes when :meth:`verify` asks for the result."""
-        from deid_speech.audio import dither
-
         passes = range(self.config.verify_passes)
-        submit = getattr(self.verifier, "submit", None)
+        submit = getattr(self.verifier, "submit_passes", None)
         if submit is None:
             return [_Later(self.verifier, mono, k) for k in passes]
-        return [submit(mono if k == 0 else dither(mono, k)) for k in passes]
+        return submit(mono, tuple(passes))
 
     def verify(self, mono, spans: list[Span], heard: list | None = None) -> list[Span]:
         """A second opinion: let the verifier (another decoder: by default tiny.en-sg, the

@@ -21,6 +21,7 @@ def clip():
 def test_the_helper_decodes_bit_for_bit_as_this_process_does(clip):
     from deid_speech.asr.helper import HelperTranscriber
     from deid_speech.asr.whisper import AsrOptions, Transcriber
+    from deid_speech.audio import dither
 
     options = AsrOptions.second_opinion(model="tiny.en-sg", threads=1)
     helper = HelperTranscriber(options)
@@ -30,6 +31,10 @@ def test_the_helper_decodes_bit_for_bit_as_this_process_does(clip):
         assert second.result().transcript == here.transcribe(clip[: 10 * 16000])
         assert first.result().transcript == here.transcribe(clip)
         assert helper.name == "tiny.en-sg"
+        # passes of one audio: sent once, each dithered by the helper with its own seed
+        plain, dithered = helper.submit_passes(clip[: 10 * 16000], (0, 1))
+        assert dithered.result().transcript == here.transcribe(dither(clip[: 10 * 16000], 1))
+        assert plain.result().transcript == second.result().transcript
     finally:
         helper.close()
     assert helper._proc.returncode == 0

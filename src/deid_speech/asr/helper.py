@@ -11,8 +11,9 @@ changes none of them: 15 of 15 checked, docs/results.md §0r).
 The helper is ``python -m deid_speech.asr.helper``, started with :mod:`subprocess`, not
 :mod:`multiprocessing`: a spawned child would import the caller's ``__main__`` again, which a
 script that uses the library without an ``if __name__ == "__main__"`` guard does not survive.
-Requests (the decoding options, then one float32 array per decoding) go to its stdin and
-results come back on its stdout, pickled, in order.
+Requests (the decoding options, then a float32 array and the dither seeds of its passes)
+go to its stdin and results (one per pass) come back on its stdout, pickled, in order. The
+helper dithers each pass itself, so a long call crosses the pipe and waits in memory once.
 
 ``submit(audio)`` starts a decoding and returns a handle whose ``result()`` waits for the
 :class:`~deid_speech.types.Recognition`; ``recognize`` does both. A model that cannot be
@@ -88,10 +89,18 @@ class HelperTranscriber:
             raise DeidError(f"the helper process decoding with {self.name} stopped") from None
 
     def submit(self, audio: np.ndarray) -> Pending:
+        return self.submit_passes(audio, (0,))[0]
+
+    def submit_passes(self, audio: np.ndarray, seeds: tuple[int, ...]) -> list[Pending]:
+        """One decoding of ``audio`` per seed, the helper adding the dither of each seed
+        itself (:func:`deid_speech.audio.dither`; none for 0): the audio crosses the pipe
+        and waits in the helper once, not once per pass."""
+        seeds = tuple(int(k) for k in seeds)
         with self._write:
-            self._send(np.ascontiguousarray(audio, dtype=np.float32))
-            self._sent += 1
-            return Pending(self, self._sent)
+            self._send((np.ascontiguousarray(audio, dtype=np.float32), seeds))
+            first = self._sent + 1
+            self._sent += len(seeds)
+            return [Pending(self, first + i) for i in range(len(seeds))]
 
     def _result(self, seq: int) -> tuple[str, object]:
         """``("ok", Recognition)`` or ``("error", one line)`` for decoding ``seq``; the results
@@ -136,8 +145,8 @@ class HelperTranscriber:
 
 
 def main() -> None:
-    """The helper: read the options, load the model, then decode each array read from stdin
-    and write ``("ok", Recognition)`` or ``("error", one line)`` to stdout, in order. A
+    """The helper: read the options, load the model, then decode each array read from stdin,
+    once per seed, and write ``("ok", Recognition)`` or ``("error", one line)`` to stdout, in order. A
     reader thread drains stdin, so the parent's writes never wait for a decoding."""
     import queue
     import signal
@@ -159,23 +168,27 @@ def main() -> None:
 
     threading.Thread(target=read, daemon=True).start()
     from deid_speech.asr.whisper import Transcriber
+    from deid_speech.audio import dither
     from deid_speech.types import Recognition
 
     try:
         asr, error = Transcriber(options), None
     except Exception as e:
         asr, error = None, str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
-    while (audio := requests.get()) is not None:
-        try:
-            if asr is None:
-                raise DeidError(error)
-            result = ("ok", Recognition(asr.transcribe(audio)))
-        except DeidError as e:
-            result = ("error", str(e))
-        except Exception as e:
-            result = ("error", f"the second decoder failed: {type(e).__name__}: {e}")
-        pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
-        out.flush()
+    while (request := requests.get()) is not None:
+        audio, seeds = request
+        for k in seeds:
+            try:
+                if asr is None:
+                    raise DeidError(error)
+                result = ("ok", Recognition(asr.transcribe(audio if k == 0 else dither(audio, k))))
+            except DeidError as e:
+                result = ("error", str(e))
+            except Exception as e:
+                result = ("error", f"the second decoder failed: {type(e).__name__}: {e}")
+            pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+            out.flush()
+        del audio, request  # freed before waiting for the next one, not held beside it
 
 
 if __name__ == "__main__":
