@@ -58,7 +58,7 @@ from pathlib import Path
 from deid_speech.audio import write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.make_dataset import Arm, DatasetConfig, parse_arms, read_toml
-from deid_speech.systems import TABLE, TRAINABLE
+from deid_speech.systems import RECOGNISER, TABLE, TRAINABLE
 from deid_speech.types import LABELS
 
 SYSTEMS = TRAINABLE  # the systems whose model the matrix trains (cascade: its NER; e2e)
@@ -72,7 +72,7 @@ class ExperimentConfig:
     arms: tuple[Arm, ...] = ()
     seeds: tuple[int, ...] = (0,)
     systems: tuple[str, ...] = SYSTEMS
-    asr_model: str = "tiny.en"
+    asr_model: str = RECOGNISER
     device: str = "cpu"  # the e2e model's training and scoring device
     train_args: dict = field(default_factory=dict)  # trainer name -> extra CLI options
     extra_tests: dict = field(default_factory=dict)  # name -> manifest, scored like test
@@ -118,7 +118,7 @@ class ExperimentConfig:
         extra = {k: (base / v).resolve() for k, v in tests.items()}
         if missing := [str(v) for v in extra.values() if not v.is_file()]:
             raise DeidError(f"[tests]: no such manifest: {missing[0]}")
-        return cls(out, data_cfg, arms, seeds or (0,), systems, str(raw.get("asr_model", "tiny.en")), device,
+        return cls(out, data_cfg, arms, seeds or (0,), systems, str(raw.get("asr_model", RECOGNISER)), device,
                    {k: [str(x) for x in v] for k, v in train.items()}, extra)
 
     def arm_names(self) -> list[str]:

@@ -47,6 +47,22 @@ def test_silero_hears_every_entity_of_the_example_and_nothing_in_silence():
                                                            atol=0.05)
 
 
+
+@pytest.mark.model
+def test_silero_runs_a_few_hundred_frames_at_a_time_with_the_probabilities_of_one_call(monkeypatch):
+    from deid_speech.asr import vad as vad_module
+    from deid_speech.audio import load
+
+    vad = vad_module.SileroVad()
+    audio = load(shipped.path("example")).mono16k()
+    for frames in (700, 64, 1):  # more than one call, exactly one, a single frame
+        block = audio[16000: 16000 + 512 * frames].copy()
+        whole = np.asarray(vad._model(block.copy())).reshape(-1)  # faster-whisper's own call
+        monkeypatch.setattr(vad_module, "SUB_FRAMES", 64)
+        assert np.array_equal(vad._block_probs(block.copy()), whole)
+        assert whole.max() > 0.5 or frames == 1
+
+
 def test_stage_timings_nest_and_absorb():
     import time
 

@@ -19,7 +19,9 @@ from deid_speech.errors import DeidError
 RATE = 16000
 FRAME = 512  # samples per Silero frame (32 ms at 16 kHz)
 FRAME_S = FRAME / RATE
-BLOCK_FRAMES = 3750  # frames per model call (2 min of audio): memory does not grow with the call
+BLOCK_FRAMES = 3750  # frames per block (2 min of audio), each begun afresh: memory does not grow with the call
+SUB_FRAMES = 250  # frames per ONNX call within a block (the LSTM state carried across calls)
+CONTEXT = 64  # samples of the frame before that each frame is given
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,27 @@ class SileroVad:
             for k in range(0, len(audio), step):
                 block = audio[k: k + step]
                 block = np.pad(block, (0, -len(block) % FRAME))
-                p = np.asarray(self._model(block)).reshape(-1)
+                p = self._block_probs(block)
                 out[k // FRAME: k // FRAME + len(p)] = p
         return out
+
+    def _block_probs(self, block: np.ndarray) -> np.ndarray:
+        """What faster-whisper's ``SileroVADModel(block)`` gives (each frame with the last
+        :data:`CONTEXT` samples of the frame before it, the LSTM state carried from frame to
+        frame), run :data:`SUB_FRAMES` frames per ONNX call with the state carried between
+        calls: the same probabilities bit for bit, without the model's activations for two
+        minutes of frames at once (about 45 MB)."""
+        frames = block.reshape(-1, FRAME)  # ``block`` is this method's own (np.pad's copy)
+        frames[-1, -CONTEXT:] = 0.0  # as faster-whisper does (its context view zeroes the last frame's tail)
+        context = np.roll(frames[:, -CONTEXT:], 1, axis=0)
+        h = np.zeros((1, 1, 128), np.float32)
+        c = np.zeros((1, 1, 128), np.float32)
+        out = []
+        for i in range(0, len(frames), SUB_FRAMES):
+            batch = np.concatenate([context[i: i + SUB_FRAMES], frames[i: i + SUB_FRAMES]], axis=1)
+            p, h, c = self._model.session.run(None, {"input": batch, "h": h, "c": c})
+            out.append(np.asarray(p).reshape(-1))
+        return np.concatenate(out) if out else np.zeros(0, np.float32)
 
     def regions(self, audio: np.ndarray) -> list[tuple[float, float]]:
         """Speech regions (seconds) of 16 kHz mono ``audio``."""
