@@ -136,6 +136,7 @@ def test_a_file_read_a_block_at_a_time_gives_what_the_whole_file_gives(tmp_path,
     whole = load(p)
     stream = AudioFile.open(p)
     tracks, level = stream.tracks16k()
+    tracks = list(tracks)  # an iterator: later channels are read when asked for
     expected = whole.tracks16k()
     assert [c for c, _ in tracks] == [c for c, _ in expected] == ([0, 1] if right == "other" else [None])
     for (_, a), (_, b) in zip(tracks, expected):
@@ -187,3 +188,23 @@ def test_dither_is_drawn_in_blocks_with_the_values_of_one_draw():
         got = dither(x, 9, block=block)
         assert got.dtype == np.float32 and np.array_equal(got, whole)
     assert not np.array_equal(dither(x, 9), dither(x, 10)) and np.abs(dither(x, 9) - x).max() < 1e-3
+    y = x.copy()
+    assert dither(y, 9, out=y, block=4096) is y and np.array_equal(y, whole)  # in place: the same values
+
+
+def test_a_streamed_file_reads_a_further_channel_only_when_it_is_asked_for(tmp_path, monkeypatch):
+    from deid_speech.audio import AudioFile, load
+
+    p = _stereo_48k(tmp_path, "other")
+    stream = AudioFile.open(p)
+    reads = []
+    real = AudioFile._channel16k
+    monkeypatch.setattr(AudioFile, "_channel16k", lambda self, k: reads.append(k) or real(self, k))
+    tracks, _ = stream.tracks16k()
+    assert reads == []
+    first = next(tracks)
+    assert first[0] == 0 and reads == []  # the first channel came with the first pass
+    second = next(tracks)
+    assert second[0] == 1 and reads == [1] and next(tracks, None) is None
+    expected = load(p).tracks16k()
+    assert np.abs(second[1] - expected[1][1]).max() < 1e-6 and np.abs(first[1] - expected[0][1]).max() < 1e-6

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,13 +114,14 @@ TARGET_DBFS = -25.0
 DITHER = 1e-4  # amplitude of :func:`dither` (-80 dBFS; about 55 dB under speech at TARGET_DBFS)
 
 
-def dither(x: np.ndarray, seed: int, amplitude: float = DITHER, block: int = 1 << 20) -> np.ndarray:
+def dither(x: np.ndarray, seed: int, amplitude: float = DITHER, block: int = 1 << 20,
+           out: np.ndarray | None = None) -> np.ndarray:
     """``x`` plus Gaussian noise of ``amplitude`` drawn from ``seed`` (float32). Inaudible,
     yet it changes what Whisper writes for noisy audio, whose decoding is chaotic: a second
     decoding of the dithered audio misses other entities than the first
     (``pipeline.Redactor.verify``; ``bench/dither.py`` measures the spread with it)."""
     rng = np.random.default_rng(seed)
-    out = np.empty(len(x), np.float32)
+    out = np.empty(len(x), np.float32) if out is None else out  # ``out=x``: in place, the same values
     for s in range(0, len(x), block):  # the same draws as one call, without float64 copies of a long call
         e = min(s + block, len(x))
         out[s:e] = x[s:e] + amplitude * rng.standard_normal(e - s)
@@ -274,20 +276,38 @@ class AudioFile:
         except Exception as e:
             raise DeidError(f"{self.path}: cannot read audio ({str(e).splitlines()[0] if str(e) else e})") from None
 
-    def tracks16k(self) -> tuple[list[tuple[int | None, np.ndarray]], float]:
-        """What :meth:`Audio.tracks16k` gives (each distinct channel at 16 kHz), and the
-        speech level of the mixdown (:func:`deid_speech.redact.speech_level`), in one pass."""
+    def tracks16k(self) -> tuple[Iterator[tuple[int | None, np.ndarray]], float]:
+        """What :meth:`Audio.tracks16k` gives (each distinct channel at 16 kHz), as an
+        iterator, and the speech level of the mixdown (:func:`deid_speech.redact.speech_level`).
+        The file is read once to find its distinct channels and level, keeping the first
+        channel's track, and once more for each further distinct channel when the caller
+        comes to it: one 16 kHz track at a time is in memory (the caller lets go of each
+        before asking for the next)."""
+        first, kept, level = self._first_pass()
+        if len(kept) == 1:
+            return iter([(None, first)]), level
+
+        def tracks():
+            nonlocal first
+            track, first = first, None
+            yield 0, track
+            del track
+            for k in kept[1:]:
+                yield k, self._channel16k(k)
+
+        return tracks(), level
+
+    def _first_pass(self) -> tuple[np.ndarray, list[int], float]:
+        """Channel 0 at 16 kHz, the distinct channels (one equal to an earlier one, or to its
+        negation, is heard once) and the mixdown's speech level, in one read."""
         from deid_speech.redact import level_from_frames
 
-        up, down = _ratio(self.sample_rate, MODEL_RATE)
         ch = self.channels
-        out_len = -(-self.frames * up // down)
-        tracks = [np.empty(out_len, np.float32) for _ in range(ch)]
+        track = self._empty16k()
         same = np.ones((ch, ch), bool)  # same[j, k]: channel k equals channel j so far
         neg = np.ones((ch, ch), bool)  # ... or its negation
-        frame = max(1, int(round(0.02 * self.sample_rate)))
         rms: list[np.ndarray] = []
-        for s, e, lo, _hi, y in self._blocks(align=frame):
+        for s, e, lo, _hi, y in self._blocks(align=self._frame):
             core = y[s - lo: e - lo]
             if not all_finite(core):
                 raise DeidError(f"{self.path}: audio contains NaN or infinite samples")
@@ -296,21 +316,39 @@ class AudioFile:
                     same[j, k] = same[j, k] and np.array_equal(core[:, k], core[:, j])
                     neg[j, k] = neg[j, k] and np.array_equal(core[:, k], -core[:, j])
             rms.append(frame_rms(core, self.sample_rate, 0.02))
-            if up == down == 1:
-                for k in range(ch):
-                    tracks[k][s:e] = core[:, k]
-                continue
-            o, part = _resample_part(y, s, e, lo, up, down, out_len)
-            for k in range(ch):
-                tracks[k][o:o + len(part)] = part[:, k]
+            self._put16k(track, s, e, lo, y[:, :1])
         kept: list[int] = []
         for k in range(ch):
             if not any(same[j, k] or neg[j, k] for j in kept):
                 kept.append(k)
         level = level_from_frames(np.concatenate(rms) if rms else np.zeros(0, np.float32))
-        if len(kept) == 1:
-            return [(None, tracks[0])], level
-        return [(k, tracks[k]) for k in kept], level
+        return track, kept, level
+
+    def _channel16k(self, k: int) -> np.ndarray:
+        """Channel ``k`` at 16 kHz, read again from the file."""
+        track = self._empty16k()
+        for s, e, lo, _hi, y in self._blocks(align=self._frame):  # the first pass's blocks
+            self._put16k(track, s, e, lo, y[:, k: k + 1])
+        return track
+
+    @property
+    def _frame(self) -> int:
+        """Samples per 20 ms level frame: blocks are whole frames."""
+        return max(1, int(round(0.02 * self.sample_rate)))
+
+    def _empty16k(self) -> np.ndarray:
+        up, down = _ratio(self.sample_rate, MODEL_RATE)
+        return np.empty(-(-self.frames * up // down), np.float32)
+
+    def _put16k(self, track: np.ndarray, s: int, e: int, lo: int, y: np.ndarray) -> None:
+        """Block ``[s, e)`` of one channel (``y``: its samples from ``lo``, with context), at
+        16 kHz, into ``track``."""
+        up, down = _ratio(self.sample_rate, MODEL_RATE)
+        if up == down == 1:
+            track[s:e] = y[s - lo: e - lo, 0]
+            return
+        o, part = _resample_part(y, s, e, lo, up, down, len(track))
+        track[o:o + len(part)] = part[:, 0]
 
     def write_redacted(self, out: str | os.PathLike, spans, options, level: float) -> None:
         """The redacted copy (same rate, channels, length, container), written atomically

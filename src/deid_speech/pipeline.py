@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -346,7 +347,7 @@ class Redactor:
             beeped = redact_audio(audio, found.spans + found.blanks, self.config.redact, in_place=in_place)
         return replace(found, audio=beeped)
 
-    def redact_tracks(self, tracks: list[tuple[int | None, object]], source: tuple[float, int, int],
+    def redact_tracks(self, tracks: Iterable[tuple[int | None, object]], source: tuple[float, int, int],
                       progress=None) -> RedactResult:
         """What :meth:`redact` finds, from the 16 kHz tracks alone (no audio written:
         ``audio`` is None); ``source``: the input's duration, rate and channel count."""
@@ -355,7 +356,7 @@ class Redactor:
 
         found, per = [], []
         added_total, uncovered = 0, []
-        for channel, mono in tracks:
+        for channel, mono in _timed(tracks):
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
             heard = self.listen(mono) if self.verifier is not None else None  # a helper starts now
@@ -368,6 +369,7 @@ class Redactor:
             with timing.stage("vad"):
                 uncovered += unchecked_speech(mono, transcript.words)
             per.append((channel, transcript, spans))
+            del mono, heard  # the next channel's track is read (a file streamed) with this one let go
         if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
         spans = merge_spans(found)
@@ -387,6 +389,21 @@ class Redactor:
         if self.config.uncovered == "beep":  # what could not be checked is not let through
             blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
         return RedactResult(None, spans, first, redacted[0], uncovered, verification, channels, blanks, source)
+
+
+def _timed(tracks: Iterable[tuple[int | None, object]]):
+    """The tracks, each one's reading timed as reading (a streamed file reads a later
+    channel when it is asked for), none held here once handed on."""
+    from deid_speech import timing
+
+    it = iter(tracks)
+    while True:
+        with timing.stage("reading"):
+            item = next(it, None)
+        if item is None:
+            return
+        yield item
+        item = None
 
 
 def output_paths(src: Path, out_dir: Path | None, full_name: bool = False) -> tuple[Path, Path]:

@@ -221,7 +221,7 @@ class _SamplerWatch:
 
 def audio_seed(audio: np.ndarray) -> int:
     """A random seed that is a function of the samples alone."""
-    digest = hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).tobytes()).digest()
+    digest = hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).data).digest()  # the samples, not a copy
     return int.from_bytes(digest[:4], "little")
 
 
