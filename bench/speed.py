@@ -166,7 +166,6 @@ def summarise(rows: list[dict], duration: float) -> dict:
 
 def one(case: str, path: str, work: str) -> None:
     """Measure one fresh child process (this process is its only parent)."""
-
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", CHILD, case, path, work], capture_output=True, text=True)
     wall = time.perf_counter() - t

@@ -128,6 +128,12 @@ def dither(x: np.ndarray, seed: int, amplitude: float = DITHER, block: int = 1 <
     return out
 
 
+def verifier_pass(x: np.ndarray, k: int, out: np.ndarray | None = None) -> np.ndarray:
+    """What the verifier's pass ``k`` hears: the audio itself for pass 0, else the audio with
+    the dither of seed ``k`` (``out``: where to write it; ``out=x`` dithers in place)."""
+    return x if k == 0 else dither(x, k, out=out)
+
+
 def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:
     """Raise quiet audio to a speech level the recogniser hears (level of the loudest 10 %
     of 50 ms frames under :data:`QUIET_DBFS` -> :data:`TARGET_DBFS`, peaks kept under

@@ -200,14 +200,13 @@ def _cores(config: RedactConfig) -> tuple[int, int] | None:
     return max(1, n // 2), max(1, n - n // 2)
 
 
-def _verifier(config: RedactConfig) -> Recognizer:
+def _verifier(config: RedactConfig, cores: tuple[int, int] | None) -> Recognizer:
     """The second decoder of ``--verify``: the e2e model, or a Whisper model decoding as the
-    cascade's own does (in a helper process when :func:`_cores` says so)."""
+    cascade's own does (in a helper process on ``cores[1]`` threads, :func:`_cores`)."""
     if config.verifier == "e2e":
         return _e2e_tagger(config)
     from deid_speech.asr.whisper import AsrOptions, Transcriber
 
-    cores = _cores(config)
     if cores is None:
         return Transcriber(AsrOptions.second_opinion(model=config.verifier))
     from deid_speech.asr.helper import HelperTranscriber
@@ -223,9 +222,9 @@ class _Later:
         self.recognizer, self.mono, self.k = recognizer, mono, k
 
     def result(self) -> Recognition:
-        from deid_speech.audio import dither
+        from deid_speech.audio import verifier_pass
 
-        return self.recognizer.recognize(self.mono if self.k == 0 else dither(self.mono, self.k))
+        return self.recognizer.recognize(verifier_pass(self.mono, self.k))
 
 
 class Redactor:
@@ -242,8 +241,9 @@ class Redactor:
         self.config = config
         self.system = systems.get(config.system)
         self.verifier = None
+        cores = _cores(config) if verifier is None else None  # the core split is for a verifier built here
         if config.verifying:  # a second opinion: another decoder reads the audio too
-            self.verifier = as_recognizer(verifier if verifier is not None else _verifier(config))
+            self.verifier = as_recognizer(verifier if verifier is not None else _verifier(config, cores))
         if asr is not None and self.system.recognizer == "e2e" and not callable(getattr(asr, "recognize", None)):
             raise DeidError(f"system {config.system} needs a recogniser that tags entities itself "
                             "(recognize(audio16k) -> Recognition), like the e2e model; a plain ASR cannot")
@@ -253,7 +253,6 @@ class Redactor:
             else:
                 from deid_speech.asr.whisper import AsrOptions, Transcriber
 
-                cores = _cores(config) if verifier is None else None
                 threads = {"threads": cores[0]} if cores else {}
                 asr = Transcriber(AsrOptions.fast(model=config.asr_model, **threads) if config.fast_asr
                                   else AsrOptions(model=config.asr_model, **threads))

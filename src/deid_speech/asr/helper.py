@@ -94,7 +94,7 @@ class HelperTranscriber:
 
     def submit_passes(self, audio: np.ndarray, seeds: tuple[int, ...]) -> list[Pending]:
         """One decoding of ``audio`` per seed, the helper adding the dither of each seed
-        itself (:func:`deid_speech.audio.dither`; none for 0): the audio crosses the pipe
+        itself (:func:`deid_speech.audio.verifier_pass`): the audio crosses the pipe
         and waits in the helper once, not once per pass."""
         seeds = tuple(int(k) for k in seeds)
         with self._write:
@@ -169,7 +169,7 @@ def main() -> None:
 
     threading.Thread(target=read, daemon=True).start()
     from deid_speech.asr.whisper import Transcriber
-    from deid_speech.audio import dither
+    from deid_speech.audio import verifier_pass
     from deid_speech.types import Recognition
 
     try:
@@ -183,7 +183,7 @@ def main() -> None:
                 if asr is None:
                     raise DeidError(error)
                 last = i == len(seeds) - 1 and audio.flags.writeable  # the audio is not needed after: dither it in place
-                heard = audio if k == 0 else dither(audio, k, out=audio if last else None)
+                heard = verifier_pass(audio, k, out=audio if last else None)
                 result = ("ok", Recognition(asr.transcribe(heard)))
                 del heard
             except DeidError as e:
