@@ -13,8 +13,9 @@ The config is TOML (see ``configs/datasets/small.toml``)::
     temperature = 0.3
     n = 50
     backend = "template"             # template | llamacpp | ollama  (+ model, host, max_requests)
-    # sentences = "out/llm-arms/similar0.3.jsonl"   # or: the first n sentences an earlier
-    #                                  # `augment` run accepted (no generation; fewer than n is an error)
+    # sentences = "bench/results/llm-arms/similar0.3.jsonl"
+    #                                  # or: the first n sentences an earlier `augment` run
+    #                                  # accepted (no generation; fewer than n is an error)
 
     [tts]
     voices = "default"               # or one list: train uses its non-held-out voices, dev/test the rest

@@ -86,6 +86,35 @@ def test_a_result_nobody_asks_for_is_discarded_and_a_result_can_be_asked_again()
         helper.close()
 
 
+@pytest.mark.model
+def test_abandoned_passes_and_the_passes_after_a_failed_one_are_not_decoded(clip):
+    import gc
+
+    from deid_speech.asr.helper import HelperTranscriber
+    from deid_speech.asr.whisper import AsrOptions
+
+    helper = HelperTranscriber(AsrOptions(model="tiny.en", threads=1))
+    try:
+        passes = helper.submit_passes(clip, (0, 1, 2))  # seconds each: the file fails before it asks
+        del passes
+        gc.collect()  # the helper is told at once, while it decodes (at most) the first pass
+        assert helper.submit(np.zeros(16000, np.float32)).result().transcript.words == ()
+        assert helper.skipped >= 2 and helper._abandoned == set() and helper._done == {}
+        before = helper.skipped
+        bad = helper.submit_passes(np.zeros((2, 2, 2), np.float32), (0, 1, 2))  # no mono audio
+        errors = []
+        for pending in bad:
+            with pytest.raises(DeidError) as e:
+                pending.result()
+            errors.append(str(e.value))
+        assert len(set(errors)) == 1 and "the second decoder failed" in errors[0]  # one failure, said thrice
+        assert helper.skipped == before + 2  # passes 1 and 2 were not decoded
+        assert helper.submit(np.zeros(16000, np.float32)).result().transcript.words == ()  # still serving
+    finally:
+        helper.close()
+    assert helper._proc.returncode == 0
+
+
 def test_a_missing_model_is_a_one_line_error_before_any_process_starts(tmp_path):
     from deid_speech.asr.helper import HelperTranscriber
     from deid_speech.asr.whisper import AsrOptions

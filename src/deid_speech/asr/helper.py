@@ -80,6 +80,8 @@ class HelperTranscriber:
         self._sent = self._received = 0
         self._done: dict[int, tuple[str, object]] = {}  # results read before their handle asked
         self._abandoned: set[int] = set()  # handles dropped unasked: their results are discarded
+        self._cancel: set[int] = set()  # abandoned decodings the helper has not been told to skip yet
+        self.skipped = 0  # decodings the helper skipped (abandoned, or a pass after a failed one)
         self._send(options)
 
     def _send(self, obj) -> None:
@@ -98,6 +100,7 @@ class HelperTranscriber:
         and waits in the helper once, not once per pass."""
         seeds = tuple(int(k) for k in seeds)
         with self._write:
+            self._send_cancels()
             self._send((np.ascontiguousarray(audio, dtype=np.float32), seeds))
             first = self._sent + 1
             self._sent += len(seeds)
@@ -113,6 +116,7 @@ class HelperTranscriber:
                 except Exception:  # EOF: the helper died (out of memory, killed)
                     return "error", f"the helper process decoding with {self.name} stopped"
                 self._received += 1
+                self.skipped += got[0] == "skipped"
                 if self._received in self._abandoned:
                     self._abandoned.discard(self._received)
                 else:
@@ -123,6 +127,20 @@ class HelperTranscriber:
         self._abandoned.add(seq)
         if self._done.pop(seq, None) is not None:
             self._abandoned.discard(seq)
+        elif seq > self._received:  # not decoded yet: the helper skips it
+            self._cancel.add(seq)
+            if self._write.acquire(blocking=False):  # not when this thread is sending (a handle collected
+                try:  # inside submit_passes): then the next submit tells it
+                    self._send_cancels()
+                except DeidError:
+                    pass  # the helper is gone: nothing to skip
+                finally:
+                    self._write.release()
+
+    def _send_cancels(self) -> None:
+        if self._cancel:
+            seqs, self._cancel = tuple(sorted(self._cancel)), set()
+            self._send(("cancel", seqs))
 
     def recognize(self, audio: np.ndarray, progress=None):
         return self.submit(audio).result()
@@ -148,7 +166,9 @@ class HelperTranscriber:
 def main() -> None:
     """The helper: read the options, load the model, then decode each array read from stdin,
     once per seed, and write ``("ok", Recognition)`` or ``("error", one line)`` to stdout, in order. A
-    reader thread drains stdin, so the parent's writes never wait for a decoding."""
+    reader thread drains stdin, so the parent's writes never wait for a decoding. A decoding the
+    parent abandoned (``("cancel", seqs)``: its file failed first) and the passes after a failed
+    pass of the same audio (the file fails at that pass) are not decoded: ``("skipped", one line)``."""
     import queue
     import signal
     import sys
@@ -158,14 +178,19 @@ def main() -> None:
     sys.stdout = sys.stderr  # stdout carries results only
     options = pickle.load(inp)
     requests: queue.Queue = queue.Queue()
+    cancelled: set[int] = set()  # numbers of decodings (1, 2, ... in the order sent) not to run
 
     def read() -> None:
         while True:
             try:
-                requests.put(pickle.load(inp))
+                request = pickle.load(inp)
             except Exception:  # EOF: the parent is done
                 requests.put(None)
                 return
+            if isinstance(request[0], str):  # ("cancel", seqs)
+                cancelled.update(request[1])
+            else:
+                requests.put(request)
 
     threading.Thread(target=read, daemon=True).start()
     from deid_speech.asr.whisper import Transcriber
@@ -176,9 +201,17 @@ def main() -> None:
         asr, error = Transcriber(options), None
     except Exception as e:
         asr, error = None, str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
+    seq = 0
     while (request := requests.get()) is not None:
         audio, seeds = request
+        failed = None
         for i, k in enumerate(seeds):
+            seq += 1
+            if seq in cancelled or failed:
+                cancelled.discard(seq)
+                pickle.dump(("skipped", failed or "abandoned"), out, protocol=pickle.HIGHEST_PROTOCOL)
+                out.flush()
+                continue
             try:
                 if asr is None:
                     raise DeidError(error)
@@ -190,6 +223,8 @@ def main() -> None:
                 result = ("error", str(e))
             except Exception as e:
                 result = ("error", f"the second decoder failed: {type(e).__name__}: {e}")
+            if result[0] == "error":
+                failed = result[1]
             pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
             out.flush()
         del audio, request  # freed before waiting for the next one, not held beside it
