@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from deid_speech.augment.validate import _TENS, DIGIT_WORDS, MONTHS, ORDINALS, REPEAT_WORDS
 from deid_speech.types import LABELS
 
 REPAIRS = ("bullet", "tag_spelling", "tag_balance", "slot")
@@ -101,18 +102,19 @@ def fix_tag_balance(line: str, tags: Counter) -> str:
     return f"{line[:a]}[{label}]{line[b:]}"
 
 
-_VALUE_WORD = re.compile(
-    r"^(?:\d.*|[A-Za-z]|zero|oh|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|"
-    r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|double|triple|plus|at|dot|"
-    r"first|second|third|\w+th|january|february|march|april|may|june|july|august|september|october|"
-    r"november|december)$", re.IGNORECASE)
+# the validator's number, ordinal and month words, and the words inside a read-out email
+_VALUE_WORDS = frozenset({*DIGIT_WORDS, *_TENS, *REPEAT_WORDS, *ORDINALS, *(m.lower() for m in MONTHS),
+                          "plus", "at", "dot"})
 
 
 def _value_like(word: str, first: bool, before: bool = False) -> bool:
     w = word.strip(".,;:!?\"'()")
     if not w or (before and w.lower() == "at"):  # "call me at [PHONE]": "at" is an email's only after it
         return False
-    return bool(_VALUE_WORD.match(w)) or (w[0].isupper() and not first and w.split("'")[0] != "I")
+    low = w.lower()
+    value = (w[0].isdigit() or (len(w) == 1 and w.isalpha()) or low in _VALUE_WORDS
+             or (low.endswith("teen") and len(low) > 4) or (low.endswith("th") and len(low) > 2))  # "sixteen", "fifth"
+    return value or (w[0].isupper() and not first and w.split("'")[0] != "I")
 
 
 _DETERMINER = re.compile(r"\b(?:the|a|an|this|that|these|those|our|their|its|my|your|his|her)\W*$", re.IGNORECASE)
