@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,48 @@ def test_summary_means_over_seeds_only_within_a_cell() -> None:
     by = {e["arm"]: e for e in table}
     assert by["a"]["f1"] == pytest.approx(0.6) and by["a"]["n_seeds"] == 2
     assert by["b"]["f1"] == pytest.approx(0.9) and by["b"]["f1_sd"] is None
+
+
+def _shard(path: Path, frames: list[str], seed: int) -> None:
+    """One job's sentences of Diverse 0.6: a PHONE in each of ``frames`` (words around it)."""
+    from deid_speech.types import parse_tagged
+
+    rows = []
+    for k, frame in enumerate(frames):
+        tagged = frame.replace("PHONE", "[PHONE] nine one two three four five six seven [PHONE]")
+        text, ents = parse_tagged(tagged)
+        rows.append({"id": f"diverse-t0.6-s{seed}-r{k:05d}-00", "text": text, "tagged": tagged,
+                     "entities": [e.to_dict() for e in ents], "strategy": "diverse", "temperature": 0.6,
+                     "backend": "llamacpp", "model": "q.gguf", "request": k})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_an_arm_takes_its_sentences_from_several_jobs_in_turn_without_repeats(tmp_path: Path) -> None:
+    from deid_speech.augment.run import AugmentOptions
+    from deid_speech.make_dataset import arm_sentences, parse_arms
+
+    _shard(tmp_path / "a.jsonl", ["call PHONE lah", "my number PHONE ok", "eh PHONE can"], seed=0)
+    _shard(tmp_path / "b.jsonl", ["reach me at PHONE", "Call PHONE lah!", "ring PHONE tonight"], seed=1)
+    arm, = parse_arms([{"strategy": "diverse", "temperature": 0.6, "n": 5, "sentences": ["a.jsonl", "b.jsonl"]}],
+                      tmp_path)
+    assert arm.sentences == (str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"))  # relative to the config
+    opts = AugmentOptions(strategy="diverse", temperature=0.6, n=5)
+    summary = arm_sentences(arm, tmp_path / "seed.jsonl", tmp_path / "out.jsonl", opts, [])
+    rows = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    # in turn (a0, b0, a1, b1: "Call ... lah!" is a0's frame again, skipped; a2, b2)
+    assert [r["id"].split("-")[3] for r in rows] == ["r00000", "r00000", "r00001", "r00002", "r00002"]
+    assert [r["id"].split("-")[2] for r in rows] == ["s0", "s1", "s0", "s0", "s1"]
+    assert summary["accepted"] == 5 and summary["requests"] == 3 + 3  # requests 0-2 of each job were read
+    with pytest.raises(DeidError, match="holds 5 sentences, the arm needs 6"):
+        arm_sentences(replace(arm, n=6), tmp_path / "seed.jsonl", tmp_path / "x.jsonl",
+                      AugmentOptions(strategy="diverse", temperature=0.6, n=6), [])
+    with pytest.raises(DeidError, match="a path or a list of paths"):
+        parse_arms([{"strategy": "diverse", "temperature": 0.6, "n": 5, "sentences": []}], tmp_path)
+    with pytest.raises(DeidError, match="c.jsonl: no such sentences file"):
+        arm_sentences(parse_arms([{"strategy": "diverse", "temperature": 0.6, "n": 2,
+                                   "sentences": ["a.jsonl", "c.jsonl"]}], tmp_path)[0],
+                      tmp_path / "seed.jsonl", tmp_path / "y.jsonl", AugmentOptions("diverse", 0.6, n=2), [])
+    assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "y.jsonl").exists()
 
 
 def test_an_arm_from_an_earlier_run_needs_enough_sentences_of_its_own_kind(tmp_path: Path) -> None:

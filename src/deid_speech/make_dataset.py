@@ -15,7 +15,8 @@ The config is TOML (see ``configs/datasets/small.toml``)::
     backend = "template"             # template | llamacpp | ollama  (+ model, host, max_requests)
     # sentences = "bench/results/llm-arms/similar0.3.jsonl"
     #                                  # or: the first n sentences an earlier `augment` run
-    #                                  # accepted (no generation; fewer than n is an error)
+    #                                  # accepted (no generation; fewer than n is an error),
+    #                                  # or a list of such files, taken in turn
 
     [tts]
     voices = "default"               # or one list: train uses its non-held-out voices, dev/test the rest
@@ -71,7 +72,9 @@ class Arm:
     host: str = "http://localhost:11434"
     max_requests: int | None = None
     per_request: int = 20
-    sentences: str | None = None  # an earlier `augment` output: its first n rows, no generation
+    # an earlier `augment` output: its first n rows, no generation; or several (shards of one arm
+    # written by jobs with different seeds): their rows taken in turn, a sentence frame seen before skipped
+    sentences: str | tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -144,7 +147,15 @@ def parse_arms(tables: list[dict], base: Path) -> tuple[Arm, ...]:
     from dataclasses import replace
 
     arms = tuple(Arm(**a) for a in tables)
-    return tuple(replace(a, sentences=str((base / a.sentences).resolve())) if a.sentences else a for a in arms)
+
+    def resolved(sentences):
+        if isinstance(sentences, str):
+            return str((base / sentences).resolve())
+        if isinstance(sentences, (list, tuple)) and sentences and all(isinstance(x, str) for x in sentences):
+            return tuple(str((base / x).resolve()) for x in sentences)
+        raise DeidError(f"sentences: a path or a list of paths (got {sentences!r})")
+
+    return tuple(replace(a, sentences=resolved(a.sentences)) if a.sentences is not None else a for a in arms)
 
 
 def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) -> dict:
@@ -157,19 +168,36 @@ def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) 
 
     if not arm.sentences:
         return augment(seed_train, out, opts, make_backend(arm.backend, arm.model, pool, arm.host))
-    src = Path(arm.sentences)
-    if not src.is_file():
-        raise DeidError(f"arm {arm.name}: {src}: no such sentences file")
-    rows = load_split(src)
-    if other := {(r.get("strategy"), r.get("temperature")) for r in rows} - {(arm.strategy, opts.temp), (None, None)}:
-        raise DeidError(f"arm {arm.name}: {src} holds sentences of another arm {sorted(map(str, other))[0]}")
+    from deid_speech.augment.validate import frame_key
+
+    srcs = [Path(arm.sentences)] if isinstance(arm.sentences, str) else [Path(x) for x in arm.sentences]
+    shards = []
+    for src in srcs:
+        if not src.is_file():
+            raise DeidError(f"arm {arm.name}: {src}: no such sentences file")
+        rows = load_split(src)
+        if other := {(r.get("strategy"), r.get("temperature")) for r in rows} - {(arm.strategy, opts.temp), (None, None)}:
+            raise DeidError(f"arm {arm.name}: {src} holds sentences of another arm {sorted(map(str, other))[0]}")
+        shards.append(rows)
+    # in turn: the first row of each shard, then the second, ...; a row whose sentence frame another
+    # shard gave already is skipped (within one shard, its job's validation has judged duplicates)
+    rows, seen, used = [], {}, [0] * len(shards)
+    for i in range(max(map(len, shards))):
+        for k, shard in enumerate(shards):
+            if i >= len(shard) or len(rows) == opts.n:
+                continue
+            if seen.setdefault(frame_key(shard[i]["tagged"]), k) == k:
+                rows.append(shard[i])
+                used[k] = i + 1
+    names = ", ".join(map(str, srcs))
     if len(rows) < opts.n:
-        raise DeidError(f"arm {arm.name}: {src} holds {len(rows)} sentences, the arm needs {opts.n}")
-    _write_jsonl(out, rows[:opts.n])
+        raise DeidError(f"arm {arm.name}: {names} holds {len(rows)} sentences, the arm needs {opts.n}")
+    _write_jsonl(out, rows)
     first = rows[0]
-    return {"out": str(out), "accepted": opts.n, "requests": 1 + max(int(r.get("request", 0)) for r in rows[:opts.n]),
+    requests = sum(1 + max(int(r.get("request", 0)) for r in shard[:k]) for shard, k in zip(shards, used) if k)
+    return {"out": str(out), "accepted": opts.n, "requests": requests,
             "complete": True, "backend": first.get("backend", "file"), "model": first.get("model", ""),
-            "sentences": str(src)}
+            "sentences": names}
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
