@@ -194,8 +194,6 @@ def main() -> None:
 
     threading.Thread(target=read, daemon=True).start()
     from deid_speech.asr.whisper import Transcriber
-    from deid_speech.audio import verifier_pass
-    from deid_speech.types import Recognition
 
     try:
         asr, error = Transcriber(options), None
@@ -209,25 +207,31 @@ def main() -> None:
             seq += 1
             if seq in cancelled or failed:
                 cancelled.discard(seq)
-                pickle.dump(("skipped", failed or "abandoned"), out, protocol=pickle.HIGHEST_PROTOCOL)
-                out.flush()
-                continue
-            try:
-                if asr is None:
-                    raise DeidError(error)
-                last = i == len(seeds) - 1 and audio.flags.writeable  # the audio is not needed after: dither it in place
-                heard = verifier_pass(audio, k, out=audio if last else None)
-                result = ("ok", Recognition(asr.transcribe(heard)))
-                del heard
-            except DeidError as e:
-                result = ("error", str(e))
-            except Exception as e:
-                result = ("error", f"the second decoder failed: {type(e).__name__}: {e}")
-            if result[0] == "error":
-                failed = result[1]
+                result = ("skipped", failed or "abandoned")
+            else:
+                result = _decode(asr, error, audio, k, last=i == len(seeds) - 1)
+                if result[0] == "error":
+                    failed = result[1]
             pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
             out.flush()
         del audio, request  # freed before waiting for the next one, not held beside it
+
+
+def _decode(asr, error: str | None, audio: np.ndarray, k: int, last: bool) -> tuple[str, object]:
+    """One pass: ``("ok", Recognition)`` of ``audio`` with the dither of seed ``k`` (``last``: the
+    audio is not needed after, so it is dithered in place), or ``("error", one line)``."""
+    from deid_speech.audio import verifier_pass
+    from deid_speech.types import Recognition
+
+    try:
+        if asr is None:
+            raise DeidError(error)
+        heard = verifier_pass(audio, k, out=audio if last and audio.flags.writeable else None)
+        return "ok", Recognition(asr.transcribe(heard))
+    except DeidError as e:
+        return "error", str(e)
+    except Exception as e:
+        return "error", f"the second decoder failed: {type(e).__name__}: {e}"
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from deid_speech.augment.validate import _TENS, DIGIT_WORDS, MONTHS, ORDINALS, REPEAT_WORDS
+from deid_speech.augment.validate import MONTHS, NUMBER_WORDS, ORDINALS
 from deid_speech.types import LABELS
 
 REPAIRS = ("bullet", "tag_spelling", "tag_balance", "slot")
@@ -103,8 +103,7 @@ def fix_tag_balance(line: str, tags: Counter) -> str:
 
 
 # the validator's number, ordinal and month words, and the words inside a read-out email
-_VALUE_WORDS = frozenset({*DIGIT_WORDS, *_TENS, *REPEAT_WORDS, *ORDINALS, *(m.lower() for m in MONTHS),
-                          "plus", "at", "dot"})
+_VALUE_WORDS = frozenset({*NUMBER_WORDS, *ORDINALS, *(m.lower() for m in MONTHS), "plus", "at", "dot"})
 
 
 def _value_like(word: str, first: bool, before: bool = False) -> bool:

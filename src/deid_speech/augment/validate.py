@@ -104,8 +104,8 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 ORDINALS = tuple(ORDINAL_WORDS)
 NAME_PARTICLES = ("bin", "binte", "bte", "d/o", "s/o", "a/l", "a/p", "de", "da", "dos", "van", "von", "al")
-_NUM = set(DIGIT_WORDS) | set(REPEAT_WORDS) | set(_TENS)
-_DATE = _NUM | {w.lower() for w in MONTHS + _WEEKDAYS} | set(ORDINALS) | {"of", "the", "and", "on"} | {
+NUMBER_WORDS = set(DIGIT_WORDS) | set(REPEAT_WORDS) | set(_TENS)
+_DATE = NUMBER_WORDS | {w.lower() for w in MONTHS + _WEEKDAYS} | set(ORDINALS) | {"of", "the", "and", "on"} | {
     "christmas", "eve", "new", "year's", "day"}
 
 
@@ -125,7 +125,7 @@ def value_fits(label: str, value: str) -> bool:
     if label in NUMBER_LABELS:
         units = 0
         for t in low:
-            if t in _NUM or (len(t) == 1 and t.isalpha()):
+            if t in NUMBER_WORDS or (len(t) == 1 and t.isalpha()):
                 units += 1
             elif re.fullmatch(r"[a-z]?\d+[a-z]?", t):
                 units += sum(c.isdigit() for c in t)
@@ -135,7 +135,7 @@ def value_fits(label: str, value: str) -> bool:
     if label == "EMAIL":
         return (("at" in low or "@" in value) and ("dot" in low or "." in value.strip(".")) and len(toks) <= 16)
     if label == "PERSON":
-        return (len(toks) <= 6 and not any(t in _NUM for t in low)
+        return (len(toks) <= 6 and not any(t in NUMBER_WORDS for t in low)
                 and all(t[0].isupper() or t in NAME_PARTICLES for t in toks))
     if label == "DATE":
         return (len(toks) <= 10 and all(t in _DATE or re.fullmatch(r"\d+(?:st|nd|rd|th)?", t) for t in low)
