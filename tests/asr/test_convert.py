@@ -277,3 +277,82 @@ def test_provisioned_openai_checkpoint_runs_through_asr_model_flag(tmp_path, mon
     assert b.words and all(w.end >= w.start for w in b.words)
     ratio = difflib.SequenceMatcher(a=a.text.lower().split(), b=b.text.lower().split()).ratio()
     assert ratio > 0.8, (a.text, b.text)
+
+
+# --------------------------------------------------------------------------- int8 as CTranslate2 loads it
+def _model(variables: dict[str, np.ndarray], version: int = 6) -> dict:
+    return {"version": version, "spec": "WhisperSpec", "revision": 3, "variables": variables,
+            "aliases": {"decoder/projection/weight": "decoder/embeddings/weight"}}
+
+
+def test_as_loaded_int8_rules() -> None:
+    from deid_speech.asr.convert import as_loaded_int8
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 6)).astype(np.float16)
+    w[2] = 0  # a zero row: scale 1, all zeros
+    w[1, 3] = -w[1].astype(np.float32).__abs__().max() * 1.5  # the row's largest magnitude is negative
+    conv = rng.standard_normal((3, 2, 3)).astype(np.float16)
+    bias = rng.standard_normal(4).astype(np.float16)
+    heads = np.array(6, np.int16)
+    out = as_loaded_int8(_model({"decoder/embeddings/weight": w, "encoder/conv1/weight": conv,
+                                 "decoder/layer_0/ffn/linear_0/bias": bias, "decoder/num_heads": heads}))
+    v = out["variables"]
+    q, s = v["decoder/embeddings/weight"], v["decoder/embeddings/weight_scale"]
+    assert q.dtype == np.int8 and s.dtype == np.float32 and s.shape == (4,)
+    x = w.astype(np.float32)
+    assert s[2] == 1.0 and not q[2].any()
+    for r in (0, 1, 3):  # scale 127 / max|row| in float32, the largest magnitude at +-127
+        assert s[r] == np.float32(127) / np.abs(x[r]).max()
+        assert np.abs(q[r]).max() == 127
+        np.testing.assert_array_equal(q[r], np.rint(x[r] * s[r]).astype(np.int8))
+    np.testing.assert_allclose(q[[0, 1, 3]] / s[[0, 1, 3], None], x[[0, 1, 3]], atol=0.5 / s.min())
+    assert v["encoder/conv1/weight"].dtype == np.float32 and np.array_equal(v["encoder/conv1/weight"], conv.astype(np.float32))
+    assert v["decoder/layer_0/ffn/linear_0/bias"].dtype == np.float32
+    assert v["decoder/num_heads"] is heads and out["aliases"] == _model({})["aliases"]
+    with pytest.raises(CT2FormatError, match="version 4"):
+        as_loaded_int8(_model({"decoder/embeddings/weight": w}, version=4))
+
+
+@pytest.mark.model
+def test_int8_copy_loads_the_same_weights(tiny_dir: Path, clip: np.ndarray, tmp_path: Path, monkeypatch) -> None:
+    """The cached int8 copy decodes exactly as CTranslate2 decodes the float16 file it quantizes
+    at load: the same tokens and the same scores, bit for bit, greedy, beam and sampled."""
+    import ctranslate2
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    from deid_speech.asr.models import int8_copy
+
+    monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path / "cache"))
+    copy = int8_copy(tiny_dir)
+    assert copy != tiny_dir and (copy / "model.bin").stat().st_size < 0.6 * (tiny_dir / "model.bin").stat().st_size
+    assert {"config.json", "tokenizer.json", "vocabulary.txt"} <= {p.name for p in copy.iterdir()}
+    stamp = (copy / "model.bin").stat().st_mtime_ns
+    assert int8_copy(tiny_dir) == copy and (copy / "model.bin").stat().st_mtime_ns == stamp  # made once
+    feats = FeatureExtractor()(clip)[:, :3000]
+    feats = ctranslate2.StorageView.from_array(np.ascontiguousarray(feats[None], dtype=np.float32))
+    prompt = [[50257, 50362]]  # <|startoftranscript|> <|notimestamps|> (.en)
+    got = []
+    for folder in (tiny_dir, copy):
+        m = ctranslate2.models.Whisper(str(folder), device="cpu", compute_type="int8", intra_threads=1)
+        runs = []
+        for kw in ({"beam_size": 1}, {"beam_size": 5}, {"sampling_topk": 0, "sampling_temperature": 0.6}):
+            ctranslate2.set_random_seed(7)
+            r = m.generate(feats, prompt, return_scores=True, **kw)[0]
+            runs.append((r.sequences_ids, r.scores))
+        got.append(runs)
+    assert got[0] == got[1]
+    assert all(len(ids[0]) > 15 for ids, _ in got[0])  # whole sentences, not an empty decoding
+
+
+def test_int8_copy_falls_back_to_the_folder(tmp_path: Path, monkeypatch) -> None:
+    from deid_speech.asr.models import int8_copy
+
+    monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "model.bin").write_bytes(b"\x06\x00")  # truncated: loading reports it, not the copy
+    assert int8_copy(bad) == bad
+    quantized = _write_ct2(tmp_path / "q", {"x/weight": np.ones((2, 2), np.int8), "x/weight_scale": np.ones(2, np.float32)})
+    assert int8_copy(quantized) == quantized  # no float weights: nothing to do
+    assert not any((tmp_path / "cache").glob("int8-*"))

@@ -10,7 +10,7 @@ where ``str`` is a u16 length (including a trailing NUL) followed by UTF-8 bytes
 Whisper attention projections are stored fused: ``q|k|v`` for self-attention and
 ``k|v`` for cross-attention (key bias is zero: the original model has none).
 
-Public API: :func:`read_ct2`, :func:`read_model_bin`, :func:`write_model_bin`,
+Public API: :func:`read_ct2`, :func:`read_model_bin`, :func:`write_model_bin`, :func:`as_loaded_int8`,
 :func:`ct2_to_hf`, :func:`ct2_to_openai`, :func:`load_openai_model`, :func:`join_parts`.  torch/transformers are only
 imported inside the functions that need them.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CT2FormatError", "read_ct2", "read_model_bin", "write_model_bin", "ct2_to_hf", "ct2_to_openai",
+__all__ = ["CT2FormatError", "read_ct2", "read_model_bin", "write_model_bin", "as_loaded_int8", "ct2_to_hf", "ct2_to_openai",
            "load_openai_model", "join_parts"]
 
 SUPPORTED_BINARY_VERSIONS = (4, 5, 6)
@@ -126,6 +126,37 @@ def write_model_bin(path: str | Path, model: dict) -> None:
         f.write(struct.pack("<I", len(model["aliases"])))
         for alias, target in model["aliases"].items():
             f.write(string(alias) + string(target))
+
+
+def as_loaded_int8(model: dict) -> dict:
+    """``model`` (as :func:`read_model_bin` gives it) with its variables stored as CTranslate2
+    turns a float model into when it loads it with ``compute_type="int8"`` on a CPU
+    (``Model::set_compute_type``, binary version >= 5), so that loading the copy does no
+    conversion and gives the same weights:
+
+    * a 2-D variable whose name ends in ``weight`` (linear layers, the embeddings; an alias
+      shares its target's) becomes int8 row by row: ``scale = 127 / max|row|`` (1 for a zero
+      row) in float32, ``round-half-even(row * scale)``, and ``<name>_scale`` holds the scales;
+    * a convolution's weight becomes float32: CTranslate2 keeps it in float32 on a CPU build
+      with oneDNN and quantizes it from float32 on one without, the same either way;
+    * every other float variable becomes float32 (the float type of int8 compute on a CPU);
+    * variables already quantized, and integer ones, stay as they are."""
+    if model["version"] < 5:
+        raise CT2FormatError(f"binary version {model['version']}: CTranslate2 truncates when it quantizes it")
+    out: dict[str, np.ndarray] = {}
+    for name, v in model["variables"].items():
+        if v.dtype.kind != "f" or name.endswith("_scale"):
+            out[name] = v
+            continue
+        x = v.astype(np.float32)
+        if name.endswith("weight") and x.ndim == 2:
+            amax = np.abs(x).max(axis=1)
+            scale = np.where(amax != 0, np.float32(127.0) / np.where(amax != 0, amax, 1), np.float32(1.0)).astype(np.float32)
+            out[name] = np.clip(np.rint(x * scale[:, None]), -128, 127).astype(np.int8)
+            out[name + "_scale"] = scale
+        else:
+            out[name] = x
+    return {**model, "variables": out}
 
 
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:

@@ -96,6 +96,48 @@ def _hf_to_ct2(src: str) -> Path:
     return out
 
 
+def int8_copy(folder: Path) -> Path:
+    """The CTranslate2 folder to load with ``compute_type="int8"`` on a CPU: a copy of a float
+    model, made once into the cache, whose weights are stored as CTranslate2 quantizes them
+    when it loads the float file (:func:`deid_speech.asr.convert.as_loaded_int8`), so that
+    loading reads them as they are. The weights, and every transcript, are the same bit for
+    bit (docs/results.md §0u); what changes is the load: tiny.en peaks 50 MB over the loaded
+    model instead of 170 MB (the float16 file read whole, then quantized beside it), in 0.08 s
+    instead of 0.34 s. That counts because a model whose temperature fallback has sampled is
+    loaded again (``_SamplerWatch``), many times on a long noisy call, in each decoding
+    process. A folder whose weights are not float, or whose copy cannot be written (a
+    read-only cache), is loaded as it is: the same transcripts, with the larger peak."""
+    import shutil
+    import tempfile
+
+    from deid_speech.asr.convert import CT2FormatError, as_loaded_int8, read_model_bin, write_model_bin
+
+    key = hashlib.sha1(_identity(str(folder)).encode()).hexdigest()[:12]
+    out = cache_dir() / f"int8-{key}"
+    if (out / "model.bin").is_file():
+        return out
+    try:
+        model = read_model_bin(folder / "model.bin")
+        if not any(n.endswith("weight") and v.dtype.kind == "f" and v.ndim == 2 for n, v in model["variables"].items()):
+            return folder
+        model = as_loaded_int8(model)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.partial-", dir=cache_dir()))
+    except (CT2FormatError, OSError):
+        return folder
+    try:
+        write_model_bin(tmp / "model.bin", model)
+        del model
+        for f in folder.iterdir():
+            if f.is_file() and f.name != "model.bin" and not f.name.startswith("."):
+                shutil.copy(f, tmp / f.name)
+        read_model_bin(tmp / "model.bin")  # reads back whole
+        tmp.rename(out)  # atomic; another process that made it first keeps its copy
+    except (CT2FormatError, OSError):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return out if (out / "model.bin").is_file() else folder
+    return out
+
+
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """A quick TCP check of the hub endpoint, so an offline machine gets a clear error at
     once instead of half a minute of download retries."""

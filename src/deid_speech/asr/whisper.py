@@ -402,11 +402,14 @@ class Transcriber:
 
                 o, threads = self.options, cpu_threads(self.options.threads)
                 from deid_speech.asr.features import FrugalFeatureExtractor
+                from deid_speech.asr.models import int8_copy
 
-                model = WhisperModel(str(r.path), device=o.device, compute_type=o.compute_type, cpu_threads=threads)
+                # stored as int8 loads it: the same weights without a float copy beside them
+                path = str(int8_copy(r.path) if (o.compute_type, o.device) == ("int8", "cpu") else r.path)
+                model = WhisperModel(path, device=o.device, compute_type=o.compute_type, cpu_threads=threads)
                 model.feature_extractor = FrugalFeatureExtractor(**model.feat_kwargs)  # the same features, 1/3 the memory
                 model.model = _SamplerWatch(lambda: ctranslate2.models.Whisper(
-                    str(r.path), device=o.device, compute_type=o.compute_type, intra_threads=threads), model.model)
+                    path, device=o.device, compute_type=o.compute_type, intra_threads=threads), model.model)
                 return model
             from deid_speech.asr.convert import load_openai_model  # applies stored alignment heads
 
