@@ -3,7 +3,7 @@ accepted sentences (distinct-2, self-BLEU), and time per 100 accepted sentences.
 
     .venv/bin/python bench/augment_bench.py [--backend llamacpp] [--model FILE.gguf] [--n 40]
         [--max-requests 6] [--threads N] [--grammar] [--out bench/results/augment-<backend>.json]
-        [--work DIR [--round-requests 2] [--report]]
+        [--work DIR [--round-requests 2] [--arms diverse0.3,diverse0.6] [--report]]
 
 Runs the four arms Similar/Diverse x 0.3/0.6 from data/seed/train.jsonl into a temporary
 folder (each from scratch), so numbers are per arm on equal footing.
@@ -11,11 +11,13 @@ folder (each from scratch), so numbers are per arm on equal footing.
 With ``--work DIR`` it is the long, resumable job instead: each arm's accepted sentences
 stay in ``DIR/<arm>.jsonl``, the arms take turns (``--round-requests`` requests each per
 round, so all four grow together), every finished round's summary is appended to
-``DIR/rounds.jsonl``, and a stopped job continues where it stopped when started again with
+``DIR/rounds.jsonl`` (and the first ``--keep-rejected`` rejected lines of each round, with the
+reason, to ``DIR/rejected.jsonl``), and a stopped job continues where it stopped when started again with
 the same command (``augment`` resumes from the JSONL). An arm stops at ``--n`` sentences or
 ``--max-requests`` requests; the report sums the rounds (a round cut by a kill loses its
 counts, never its sentences). ``--report`` writes the report of the rounds so far and
-generates nothing (``kept``: the sentences in each file now).
+generates nothing (``kept``: the sentences in each file now). ``--arms`` gives the requests
+to some arms only (the lagging ones, once the others have their sentences across jobs).
 """
 from __future__ import annotations
 
@@ -100,10 +102,10 @@ def sum_rounds(rounds: list[dict]) -> dict:
 
 
 def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: int, per_round: int,
-               generate: bool = True) -> dict:
+               generate: bool = True, arms: tuple[str, ...] | None = None) -> dict:
     """The resumable job: the arms take turns, ``per_round`` requests each, until every arm has
     its sentences or has used ``max_requests``; each finished round is appended to rounds.jsonl.
-    ``generate=False`` only reports the rounds so far."""
+    ``generate=False`` only reports the rounds so far; ``arms``: only these arms get requests."""
     from deid_speech.augment.run import augment
 
     work.mkdir(parents=True, exist_ok=True)
@@ -115,8 +117,8 @@ def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: 
 
     while generate:
         rounds = done_rounds()
-        todo = [(s, t) for s, t in ARMS if not rounds[f"{s}{t}"] or (
-            not rounds[f"{s}{t}"][-1]["complete"] and rounds[f"{s}{t}"][-1]["requests"] < max_requests)]
+        todo = [(s, t) for s, t in ARMS if (arms is None or f"{s}{t}" in arms) and (not rounds[f"{s}{t}"] or (
+            not rounds[f"{s}{t}"][-1]["complete"] and rounds[f"{s}{t}"][-1]["requests"] < max_requests))]
         if not todo:
             break
         for strategy, temp in todo:
@@ -126,7 +128,9 @@ def run_rounds(work: Path, seed_file: Path, backend, arm_options, max_requests: 
                         replace(arm_options(strategy, temp, min(made + per_round, max_requests)), first_request=made),
                         backend)
             s.pop("out")
-            s.pop("rejected_lines", None)
+            rejected = s.pop("rejected_lines", [])
+            with (work / "rejected.jsonl").open("a") as f:  # what validation turned down, to improve prompts and repairs
+                f.writelines(json.dumps({"arm": arm, "request": made, **r}) + "\n" for r in rejected)
             with log.open("a") as f:
                 f.write(json.dumps({"arm": arm, "time": time.time(), **s}) + "\n")
             print(f"{arm}: {s['accepted']} accepted after {s['requests']} requests", flush=True)
@@ -151,7 +155,12 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None, help="resumable job folder (see the module docstring)")
     ap.add_argument("--round-requests", type=int, default=2, help="with --work: requests per arm per round")
     ap.add_argument("--report", action="store_true", help="with --work: report the rounds so far, generate nothing")
+    ap.add_argument("--arms", default=None, help="with --work: comma-separated arms that get requests (default: all)")
     args = ap.parse_args()
+    known = [f"{s}{t}" for s, t in ARMS]
+    arms = tuple(args.arms.split(",")) if args.arms else None
+    if arms and (unknown := set(arms) - set(known)):
+        ap.error(f"no arm named {', '.join(sorted(unknown))} (known: {', '.join(known)})")
 
     from deid_speech.augment.llm import LlamaCppBackend, OllamaBackend, TemplateBackend
     from deid_speech.augment.run import AugmentOptions, augment
@@ -185,7 +194,7 @@ def main() -> int:
 
     if args.work:
         results["arms"] = run_rounds(args.work, seed_file, backend, arm_options, args.max_requests,
-                                     args.round_requests, generate=not args.report)
+                                     args.round_requests, generate=not args.report, arms=arms)
         results["work"] = str(args.work)
     else:
         with tempfile.TemporaryDirectory() as tmp:
