@@ -5,7 +5,15 @@ from collections import Counter
 import pytest
 
 from deid_speech.augment.llm import cut_at_repeat, loop_key
-from deid_speech.augment.repair import fill_slots, fix_tag_balance, fix_tag_spelling, repair_line, strip_bullet
+from deid_speech.augment.repair import (
+    fill_slots,
+    fix_tag_balance,
+    fix_tag_spelling,
+    repair_line,
+    strip_bullet,
+    strip_comment,
+    strip_header_tag,
+)
 from deid_speech.augment.validate import check_line
 
 PHONE = Counter({"PHONE": 1})
@@ -142,3 +150,58 @@ def test_a_looping_completion_is_cut_at_its_first_repeat():
     assert loop_key(a) == loop_key(b) != loop_key("call me lah")
     assert cut_at_repeat(iter(["x one\n", "x two\n", "x three\n"]), limit=2) == (["x one", "x two"], True)
     assert cut_at_repeat(iter(["x one\n\n", "x two"]), limit=9) == (["x one", "x two"], False)
+
+
+PLATE = Counter({"CAR_PLATE": 1, "PERSON": 1})
+QUOTED = ('"the car [CAR_PLATE] S K P double two nine seven D [CAR_PLATE] is registered under [PERSON] Ang Li Ting '
+          '[PERSON], you are the owner or not"')
+
+
+@pytest.mark.parametrize("comment", [" (uh, leh)", " (uh)", "  (meh, lah).", "(um)"])
+def test_a_comment_after_a_quoted_sentence_is_dropped(comment):
+    assert check_line("2. " + QUOTED + comment, PLATE, set())[1] in ("bullet", "bracket")
+    assert accepted("2. " + QUOTED + comment, PLATE) == (None, ["bullet", "comment"])
+    assert strip_comment(QUOTED + comment) == QUOTED.strip('"')
+
+
+@pytest.mark.parametrize("line", [
+    QUOTED + " (call [PHONE] nine one [PHONE])",  # a tag in the comment
+    QUOTED + " (nine 1 two)",  # a digit in the comment
+    QUOTED + " he said (uh)",  # words outside the quotes besides the comment
+    QUOTED + " (uh) (leh)",  # two comments
+    '"the car is mine" or "the car is not mine" (uh)',  # two quoted sentences
+    QUOTED,  # no comment: the validator strips the quotes itself
+])
+def test_only_a_lone_comment_after_one_quoted_sentence_is_dropped(line):
+    assert strip_comment(line) == line
+
+
+def test_a_comment_dropped_leaves_an_untagged_value_rejected():
+    line = '"the car under my brother Hafiz, plate S D N three three two R, he not around" (uh)'
+    assert accepted(line, PLATE) == ("wrong_tags", ["comment"])
+
+
+@pytest.mark.parametrize("line", [
+    "[PHONE] Can I update my phone number to [PHONE] eight nine oh two seven five five three [PHONE] because I switch telco",
+    "[PHONE] Walao my boss keep calling from [PHONE] nine two double eight three seven one five [PHONE] on my day off.",
+    "[phone] The last time I call [PHONE] six two two oh nine eight one four [PHONE] the hotline keep me on hold sia",
+    "1. [PHONE] My mother's number ah [PHONE] six four five two triple one eight [PHONE] that one is the house phone",
+])
+def test_a_tag_heading_the_line_is_dropped(line):
+    why, done = accepted(line, PHONE)
+    assert why is None and "header_tag" in done
+    assert check_line(line, PHONE, set())[0] is None  # rejected without the repair
+
+
+@pytest.mark.parametrize("line,tags", [
+    ("[PHONE] nine one two three call [PHONE] eight eight one two three four five six [PHONE] ok", PHONE),  # unclosed value
+    ("[PHONE] S one two call me at [PHONE] eight eight one two three four five six [PHONE] ok", PHONE),  # a letter
+    ("[PHONE] Call Mr Tan at [PHONE] eight eight one two three four five six [PHONE] ok", PHONE),  # a capitalised word
+    ("[EMAIL] John dot tan at gmail dot com [EMAIL] is my email [EMAIL] ok", Counter({"EMAIL": 1})),  # dot, at
+    ("[PERSON] Tan said to call [PERSON] Lim Wei Ming [PERSON] ok", Counter({"PERSON": 1})),  # never for PERSON
+    ("[PHONE] call me at [PHONE] eight eight one two three four five six [PHONE] ok", PHONE),  # no capital
+    ("[PHONE] Call me at [PHONE] eight eight one two [PHONE] or [PHONE] nine one [PHONE]", PHONE),  # even count
+    ("[PHONE] Call me now [PHONE] eight eight one two [NRIC] ok", PHONE),  # does not parse without it
+])
+def test_a_heading_tag_stays_where_it_may_open_a_value(line, tags):
+    assert strip_header_tag(fix_tag_spelling(line, tags)) == fix_tag_spelling(line, tags)

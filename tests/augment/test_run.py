@@ -6,6 +6,7 @@ from collections import Counter
 import pytest
 
 from deid_speech.augment.llm import TemplateBackend
+from deid_speech.augment.repair import REPAIRS
 from deid_speech.augment.run import AugmentOptions, augment
 from deid_speech.errors import DeidError
 from deid_speech.types import parse_tagged
@@ -172,7 +173,7 @@ def test_repairs_are_counted_and_never_let_bad_lines_through(seed_file, tmp_path
         fh.write(json.dumps({"id": "s", "text": text, "tagged": t, "entities": [e.to_dict() for e in ents]}) + "\n")
     s = augment(seeds, tmp_path / "m.jsonl", AugmentOptions(n=100, per_request=5, max_requests=2), Messy())
     assert s["lines"] == 14
-    assert s["repairs"] == {"bullet": 4, "tag_spelling": 2, "tag_balance": 2, "slot": 2}
+    assert s["repairs"] == {"bullet": 4, "comment": 0, "tag_spelling": 2, "header_tag": 0, "tag_balance": 2, "slot": 2}
     assert s["new"] == 8 and s["repaired_accepted"] == 8
     assert s["rejected"] == {"unbalanced": 2, "wrong_tags": 2, "untagged_pii": 2}
     rows = [json.loads(x) for x in (tmp_path / "m.jsonl").read_text().splitlines()]
@@ -184,7 +185,7 @@ def test_repairs_are_counted_and_never_let_bad_lines_through(seed_file, tmp_path
 
     off = augment(seeds, tmp_path / "raw.jsonl", AugmentOptions(n=100, per_request=5, max_requests=2, repair=False),
                   Messy())
-    assert off["new"] == 0 and off["repairs"] == {"bullet": 0, "tag_spelling": 0, "tag_balance": 0, "slot": 0}
+    assert off["new"] == 0 and off["repairs"] == dict.fromkeys(REPAIRS, 0)
     # unrepaired "[phone]" tags stay in the words as brackets
     assert off["rejected"] == {"bullet": 4, "unbalanced": 6, "bracket": 2, "wrong_tags": 2}
 

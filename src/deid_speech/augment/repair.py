@@ -2,12 +2,28 @@
 :mod:`deid_speech.augment.validate` (which stays unchanged: a repaired line must still pass
 every check).
 
-Four repairs, each reported by name so the summary shows how many lines each touched:
+Six repairs, each reported by name so the summary shows how many lines each touched:
 
 ``bullet``
     strip one leading list marker ("1.", "2)", "3:", "(4)", "-", "*", "•", "·") followed by a
     space. A marker not followed by a space ("1:30 pm ...") is left alone, so the validator
     still rejects such a line as a bullet.
+``comment``
+    ``"the car [CAR_PLATE] ... [CAR_PLATE] is under [PERSON] ... [PERSON], you the owner or not" (uh, leh)``
+    -> the quoted sentence alone: a line that is one quoted sentence followed by one
+    parenthetical comment without a tag or a digit (the fillers the model was asked to use,
+    listed after the sentence instead of in it). The sentence is what the model wrote,
+    every word and tag of it kept; a line with text outside the quotes other than that one
+    comment is left alone.
+``header_tag``
+    ``[PHONE] Can I update my number to [PHONE] eight nine ... [PHONE] because ...`` -> without
+    the first tag: a line that opens with a tag naming it (the label as a heading), when that
+    label occurs an odd number of times, the line parses once the first is gone, the word
+    after it starts a sentence (a capital letter) and no word up to the next tag could be a
+    value (a number word, a digit, a single letter other than "I", a month, an ordinal, "at",
+    "dot", a capitalised word after the first): "[PHONE] nine one ..." or "[EMAIL] John dot
+    tan ..." is an entity left unclosed, and is left alone. Never for PERSON, whose value is
+    capitalised words like a sentence's first.
 ``tag_spelling``
     ``[phone]``, ``[ PHONE ]``, ``[Phone-Number]``, ``[/PHONE]`` -> ``[PHONE]``: the case,
     inner spaces, hyphens and a closing slash of a known label are normalised; a synonym
@@ -32,9 +48,10 @@ Four repairs, each reported by name so the summary shows how many lines each tou
     April`` is an entity the model opened and never closed, and a placeholder there would
     leave its words outside the tags.
 
-No repair removes or moves a tag or a word, and only ``slot`` adds any (a closing tag and a
-placeholder value right after a lone tag), so a line whose PII lies outside its tags
-still has it outside and is still rejected as ``untagged_pii``.
+No repair moves a tag or a word, only ``slot`` adds any (a closing tag and a placeholder
+value right after a lone tag), and the only ones removed are a comment outside the quoted
+sentence and a heading tag before a sentence's first word, so a line whose PII lies
+outside its tags still has it outside and is still rejected as ``untagged_pii``.
 """
 from __future__ import annotations
 
@@ -42,9 +59,9 @@ import re
 from collections import Counter
 
 from deid_speech.augment.validate import MONTHS, NUMBER_WORDS, ORDINALS
-from deid_speech.types import LABELS
+from deid_speech.types import LABELS, parse_tagged
 
-REPAIRS = ("bullet", "tag_spelling", "tag_balance", "slot")
+REPAIRS = ("bullet", "comment", "tag_spelling", "header_tag", "tag_balance", "slot")
 
 _LEADING_MARKER = re.compile(r"^\s*(?:[-*•·]|\d{1,3}[.):]|\(\d{1,3}\))\s+(?=\S)")
 _BRACKET = re.compile(r"\[\s*(/?)\s*([A-Za-z][A-Za-z _-]{0,30}?)\s*\]")
@@ -69,6 +86,32 @@ assert set(SYNONYMS.values()) <= set(LABELS)
 
 def strip_bullet(line: str) -> str:
     return _LEADING_MARKER.sub("", line, count=1)
+
+
+_QUOTED_WITH_COMMENT = re.compile(r'^\s*"([^"]+)"\s*\(([^()\[\]"\d]*)\)\s*\.?\s*$')
+
+
+def strip_comment(line: str) -> str:
+    """The quoted sentence of ``"sentence" (comment)`` (see the module doc); the line otherwise."""
+    m = _QUOTED_WITH_COMMENT.match(line)
+    return m.group(1).strip() if m else line
+
+
+def strip_header_tag(line: str) -> str:
+    """A line without the tag that heads it (see the module doc); the line unchanged otherwise."""
+    m = re.match(r"\s*\[(" + "|".join(LABELS) + r")\]\s*", line)
+    if not m or m.group(1) == "PERSON" or line.count(m.group(0).strip()) % 2 == 0:
+        return line
+    rest = line[m.end():]
+    lead = rest.split("[", 1)[0].split()  # the words up to the next tag
+    if not lead or not lead[0][:1].isupper() or any(
+            _value_like(w, first=i == 0) and w.strip(".,;:!?").split("'")[0] != "I" for i, w in enumerate(lead)):
+        return line
+    try:
+        parse_tagged(rest)
+    except ValueError:
+        return line
+    return rest
 
 
 def fix_tag_spelling(line: str, tags: Counter) -> str:
@@ -140,7 +183,8 @@ def fill_slots(line: str, tags: Counter) -> str:
 def repair_line(line: str, tags: Counter) -> tuple[str, list[str]]:
     """Apply the repairs in order; return the line and the names of those that changed it."""
     done = []
-    for name, fn in (("bullet", strip_bullet), ("tag_spelling", lambda x: fix_tag_spelling(x, tags)),
+    for name, fn in (("bullet", strip_bullet), ("comment", strip_comment),
+                     ("tag_spelling", lambda x: fix_tag_spelling(x, tags)), ("header_tag", strip_header_tag),
                      ("tag_balance", lambda x: fix_tag_balance(x, tags)), ("slot", lambda x: fill_slots(x, tags))):
         new = fn(line)
         if new != line:
