@@ -117,9 +117,12 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     # the e2e model trains and is scored on the config's device (default cpu)
     e2e_calls = [c for c in calls if c not in cached]
     assert e2e_calls and all(c[c.index("--device") + 1] == "cpu" for c in e2e_calls)
-    # the arm's training manifest = the seed train + its voiced augmentation, audio paths absolute
-    arm_train = [json.loads(x) for x in (out / "arms" / "similar0.3" / "train.jsonl").read_text().splitlines()]
-    assert len(arm_train) == 3 + 2 and all(Path(r["audio"]).is_file() for r in arm_train)
+    # the arm's training manifest = the seed train + its voiced augmentation, audio paths relative
+    # to the manifest (the experiment's folder can move to a GPU machine)
+    arm_dir = out / "arms" / "similar0.3"
+    arm_train = [json.loads(x) for x in (arm_dir / "train.jsonl").read_text().splitlines()]
+    assert len(arm_train) == 3 + 2 and all(not Path(r["audio"]).is_absolute() for r in arm_train)
+    assert all((arm_dir / r["audio"]).is_file() for r in arm_train)
     assert sum(r["id"].startswith("similar") for r in arm_train) == 2
     # the LLM arm: the first n sentences of the earlier run, not generated again
     llm_train = [json.loads(x) for x in (out / "arms" / "diverse0.6" / "train.jsonl").read_text().splitlines()]
@@ -148,6 +151,99 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     calls.clear()
     assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
     assert calls == []
+
+
+def _cells_config(tmp_path: Path) -> Path:
+    """A built matrix (data and arm steps recorded, no audio needed by the fake trainers)."""
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(CONFIG.replace('[tests]\nunseen = "unseen.jsonl"\n', ""))
+    out = tmp_path / "exp"
+    for split in ("train", "dev", "test"):
+        (out / "data" / split).mkdir(parents=True)
+        (out / "data" / split / "manifest.jsonl").write_text('{"id": "a", "text": "hi", "audio": "a.wav"}\n')
+    (out / "steps.json").write_text(json.dumps({"data": {}, "arm similar0.3": {}, "arm diverse0.6": {}}))
+    return cfg
+
+
+def test_cells_and_systems_can_be_run_alone(tmp_path: Path, monkeypatch, capsys) -> None:
+    cfg = _cells_config(tmp_path)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(experiment, "_cli", _fake_cli(calls))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--system", "e2e",
+                 "--cell", "diverse0.6:1", "--cell", "baseline:0"]) == 0
+    trained = sorted((c[1], Path(c[c.index("--out") + 1]).parts[-3:-1]) for c in calls if c[0] == "train")
+    assert trained == [("e2e", ("baseline", "seed0")), ("e2e", ("baseline_diverse0.6", "seed1"))]
+    assert len([c for c in calls if c[0] == "eval"]) == 2 * 1  # one test set (no telephone copy here)
+    results = json.loads((tmp_path / "exp" / "results.json").read_text())
+    assert results["complete"] is False and {(r["arm"], r["seed"]) for r in results["rows"]} == {
+        ("baseline", 0), ("baseline+diverse0.6", 1)}
+    assert "Incomplete" in (tmp_path / "exp" / "results.md").read_text()
+    # --report: the table of what is finished, nothing run
+    calls.clear()
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--report"]) == 0
+    assert calls == [] and len(json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]) == 2
+    # the rest later: the finished cells are skipped, the table is whole
+    calls.clear()
+    assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
+    assert len([c for c in calls if c[0] == "train"]) == 3 * 2 * 2 - 2
+    results = json.loads((tmp_path / "exp" / "results.json").read_text())
+    assert results["complete"] is True and len(results["rows"]) == 12
+    for bad, message in ((["--cell", "diverse0.9:0"], "not an ARM:SEED"), (["--cell", "baseline:7"], "not an ARM:SEED"),
+                         (["--system", "cascade+verify"], "not among this config's systems"),
+                         (["--jobs", "0"], "at least 1")):
+        assert main(["experiment", "--config", str(cfg), "--progress", "off", *bad]) == 1
+        assert message in capsys.readouterr().err
+
+
+def test_parallel_cells_each_run_in_a_process_and_the_report_gathers_them(tmp_path: Path, monkeypatch) -> None:
+    import subprocess
+
+    cfg = _cells_config(tmp_path)
+    out = tmp_path / "exp"
+    children: list[list[str]] = []
+
+    def child(argv, stdout, stderr, env):
+        """What `deid-speech experiment --cell A:S` would record (one cell fails)."""
+        children.append(argv)
+        assert env["OMP_NUM_THREADS"] == str(max(1, (__import__("os").cpu_count() or 1) // 4))
+        arm, seed = argv[argv.index("--cell") + 1].rsplit(":", 1)
+        if arm == "baseline+similar0.3" and seed == "1":
+            stdout.write("error: boom\n")
+            return subprocess.CompletedProcess(argv, 2)
+        calls: list[list[str]] = []
+        run_dir = out / "runs" / arm.replace("+", "_") / f"seed{seed}"
+        for system in ("cascade", "e2e"):
+            target = "ner" if system == "cascade" else "e2e"
+            _fake_cli(calls)(["train", target, "--out", str(run_dir / target)])
+            flag = "--ner-model" if system == "cascade" else "--model"
+            _fake_cli(calls)(["eval", "--system", system, flag, str(run_dir / target), "--out-dir",
+                              str(run_dir / f"eval-{system}-test")])
+            steps = experiment.Steps(out, log=lambda m: None)  # a separate process's Steps
+            steps.run(f"train {target} {arm} seed {seed}", dict)
+            steps.run(f"eval {system} {arm} seed {seed} test", dict)
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(subprocess, "run", child)
+    monkeypatch.setattr(experiment, "_cli", lambda argv: pytest.fail("the parent trained something"))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--jobs", "4"]) == 1
+    assert sorted(c[c.index("--cell") + 1] for c in children) == sorted(
+        f"{a}:{s}" for a in ("baseline", "baseline+similar0.3", "baseline+diverse0.6") for s in (0, 1))
+    assert all(c[1:4] == ["-m", "deid_speech", "experiment"] for c in children)
+    assert (out / "logs" / "baseline_similar0.3_seed1.log").read_text() == "error: boom\n"
+    steps = json.loads((out / "steps.json").read_text())  # every process's steps, none lost
+    assert len([k for k in steps if k.startswith("train")]) == 5 * 2
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] is False and len(results["rows"]) == 5 * 2
+    assert ("baseline+similar0.3", 1) not in {(r["arm"], r["seed"]) for r in results["rows"]}
+
+
+def test_steps_from_two_processes_are_both_kept(tmp_path: Path) -> None:
+    one, two = experiment.Steps(tmp_path, log=lambda m: None), experiment.Steps(tmp_path, log=lambda m: None)
+    one.run("a", lambda: {"x": 1})
+    two.run("b", lambda: {"x": 2})  # two read the file before one wrote a
+    one.run("c", dict)
+    assert set(json.loads((tmp_path / "steps.json").read_text())) == {"a", "b", "c"}
+    assert experiment.Steps(tmp_path, log=lambda m: None).run("b", lambda: pytest.fail("ran again"))["x"] == 2
 
 
 def test_failed_step_stops_and_is_not_recorded(tmp_path: Path, monkeypatch) -> None:

@@ -126,7 +126,9 @@ class ExperimentConfig:
 
 
 class Steps:
-    """Runs named steps once: each success is recorded in OUT/steps.json."""
+    """Runs named steps once: each success is recorded in OUT/steps.json. Several processes
+    may record steps in one file (``--jobs``: one process per cell): each write takes a lock,
+    reads what the others recorded and adds its own step to it."""
 
     def __init__(self, out: Path, log=print):
         self.path = out / "steps.json"
@@ -141,10 +143,19 @@ class Steps:
         t0 = time.perf_counter()
         result = fn() or {}
         result["wall_s"] = round(time.perf_counter() - t0, 1)
-        self.done[name] = result
-        write_text_atomic(self.path, json.dumps(self.done, indent=2) + "\n")
+        self._record(name, result)
         self.log(f"[done] {name} in {result['wall_s']:.0f}s")
         return result
+
+    def _record(self, name: str, result: dict) -> None:
+        import fcntl
+
+        with open(self.path.with_name(self.path.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.path.exists():
+                self.done = {**json.loads(self.path.read_text()), **self.done}
+            self.done[name] = result
+            write_text_atomic(self.path, json.dumps(self.done, indent=2) + "\n")
 
 
 def _cli(argv: list[str]) -> None:
@@ -157,12 +168,16 @@ def _cli(argv: list[str]) -> None:
 
 
 def _combine(manifests: list[Path], out: Path) -> int:
-    """One manifest of several, audio paths made absolute (manifests resolve them relative
-    to their own folder)."""
+    """One manifest of several, audio paths relative to ``out``'s folder (manifests resolve
+    them relative to their own folder), so the experiment's folder can move to another
+    machine (a GPU) and still work."""
+    import os
+
     from deid_speech import manifest
 
     rows = [r for m in manifests for r in manifest.read(m, need=("text", "audio"), check_audio=False, line_ids=False)]
     out.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{**r.to_dict(), "audio": os.path.relpath(r.audio, out.parent.resolve())} for r in rows]
     manifest.write(out, rows)
     return len(rows)
 
@@ -214,50 +229,135 @@ def _short(summary: dict) -> dict:
             "manifests": {k: {"n": v["n"], "audio_s": v["audio_s"]} for k, v in summary["tts"].items()}}
 
 
+def parse_cells(cfg: ExperimentConfig, specs: list[str]) -> list[tuple[str, int]]:
+    """``ARM:SEED`` strings (``baseline:0``, ``baseline+diverse0.3:1`` or ``diverse0.3:1``) as
+    (arm, seed) cells of ``cfg``, or a one-line DeidError."""
+    cells = []
+    for spec in specs:
+        arm, _, seed = spec.rpartition(":")
+        arm = arm if arm in ("baseline", "") or arm.startswith("baseline+") else f"baseline+{arm}"
+        if arm not in cfg.arm_names() or not seed.lstrip("-").isdigit() or int(seed) not in cfg.seeds:
+            raise DeidError(f"--cell {spec!r}: not an ARM:SEED of this config (arms: "
+                            f"{', '.join(cfg.arm_names())}; seeds: {', '.join(map(str, cfg.seeds))})")
+        cells.append((arm, int(seed)))
+    return cells
+
+
+def _run_cells(config: Path, cells: list[tuple[str, int]], systems: tuple[str, ...], jobs: int, out: Path,
+               log=print) -> list[str]:
+    """Each cell's trainings and evaluations in a process of its own (``deid-speech experiment
+    --cell``), at most ``jobs`` at a time, each with its share of the cores; its output goes
+    to OUT/logs/. Returns the cells that failed."""
+    import os
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+
+    def one(cell: tuple[str, int]) -> str | None:
+        arm, seed = cell
+        name = f"{arm.replace('+', '_')}_seed{seed}"
+        argv = [sys.executable, "-m", "deid_speech", "experiment", "--config", str(config), "--cell",
+                f"{arm}:{seed}", "--progress", "off", *[x for s in systems for x in ("--system", s)]]
+        log(f"[cell] {arm} seed {seed}: started, log {logs / name}.log")
+        with open(logs / f"{name}.log", "w") as f:
+            code = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        log(f"[cell] {arm} seed {seed}: " + ("done" if code == 0 else f"failed (exit {code}), see {logs / name}.log"))
+        return None if code == 0 else f"{arm}:{seed}"
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return [c for c in pool.map(one, cells) if c]
+
+
 def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progress: bool | None = None,
-                   log=print) -> dict:
+                   log=print, systems: tuple[str, ...] | None = None, cells: list[tuple[str, int]] | None = None,
+                   jobs: int = 1, config: Path | None = None, report_only: bool = False) -> dict:
+    """The matrix, or part of it: only ``systems`` and only ``cells`` (arm, seed) when given
+    (the report then says it is incomplete). With ``jobs`` > 1 the cells run in parallel
+    processes (``config`` is the file they read), and this one writes the report;
+    ``report_only``: the report of the finished steps, nothing run (not even the data)."""
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
     if config_text is not None:
         write_text_atomic(out / "experiment_config.toml", config_text)
+    if bad := [s for s in systems or () if s not in cfg.systems]:
+        raise DeidError(f"--system {bad[0]}: not among this config's systems ({', '.join(cfg.systems)})")
     steps = Steps(out, log)
-    trains = build_data(cfg, steps, progress)
-    dev = cfg.data.out_dir / "dev" / "manifest.jsonl"
+    trains = (build_data(cfg, steps, progress) if not report_only else
+              {"baseline": None, **{f"baseline+{a.name}": None for a in cfg.arms}})
+    todo = [(arm, seed) for arm in trains for seed in cfg.seeds if cells is None or (arm, seed) in cells]
+    systems = tuple(s for s in cfg.systems if s in (systems or cfg.systems))
+    failed: list[str] = []
+    if jobs > 1 and len(todo) > 1 and not report_only:
+        if config is None:
+            raise DeidError("running cells in parallel needs the config file")
+        failed = _run_cells(config, todo, systems, jobs, out, log)
+        steps = Steps(out, log)  # what the cells recorded
+    rows = _run_cells_here(cfg, trains, todo, systems, steps, progress,
+                           only_done=bool(failed) or jobs > 1 or report_only)
+    complete = not failed and cells is None and systems == cfg.systems and (not report_only or all(
+        f"eval {s} {a} seed {k} {t}" in steps.done for a, k in todo for s in systems for t in _tests(cfg)))
+    results = write_report(cfg, trains, _tests(cfg), rows, steps, complete=complete)
+    if failed:
+        raise DeidError(f"{len(failed)} cell(s) failed: {', '.join(failed)} (logs in {out / 'logs'}); "
+                        "the report holds the finished ones, and a rerun resumes")
+    return results
+
+
+def _tests(cfg: ExperimentConfig) -> dict[str, Path]:
     tests = {t: cfg.data.out_dir / t / "manifest.jsonl" for t in TEST_SETS}
-    tests = {t: p for t, p in tests.items() if p.is_file()} | cfg.extra_tests
+    return {t: p for t, p in tests.items() if p.is_file()} | cfg.extra_tests
+
+
+def _run_cells_here(cfg: ExperimentConfig, trains: dict, todo: list[tuple[str, int]], systems: tuple[str, ...],
+                    steps: Steps, progress: bool | None, only_done: bool = False) -> list[dict]:
+    """Trains and scores each cell's models in this process (``only_done``: reads the steps
+    that other processes finished and runs nothing), and returns the table's rows."""
+    out = cfg.out_dir
+    dev = cfg.data.out_dir / "dev" / "manifest.jsonl"
+    tests = _tests(cfg)
     prog = ["--progress", "on" if progress else "off"]
     # one Whisper transcript per audio file for every NER training and cascade evaluation
     asr_cache = ["--asr-cache", str(out / "cache" / "asr-transcripts.jsonl")]
     trainer_args = {"ner": ["--asr-model", cfg.asr_model, *asr_cache], "e2e": ["--device", cfg.device]}
-    rows = []
-    for arm, train in trains.items():
-        for seed in cfg.seeds:
-            run_dir = out / "runs" / arm.replace("+", "_") / f"seed{seed}"
-            for system in cfg.systems:
-                target = TABLE[system].trains  # what `deid-speech train` makes for this system
-                model = run_dir / target
+    rows: list[dict] = []
+    for arm, seed in todo:
+        train = trains[arm]
+        run_dir = out / "runs" / arm.replace("+", "_") / f"seed{seed}"
+        for system in systems:
+            target = TABLE[system].trains  # what `deid-speech train` makes for this system
+            model = run_dir / target
+            name = f"train {target} {arm} seed {seed}"
+            if only_done and name not in steps.done:
+                continue
 
-                def train_model(t=target, m=model, train=train, seed=seed) -> dict:
-                    _cli(["train", t, "--train", str(train), "--dev", str(dev), "--out", str(m),
-                          "--seed", str(seed), *trainer_args[t], *cfg.train_args.get(t, [])])
-                    return _training_record(m)
+            def train_model(t=target, m=model, train=train, seed=seed) -> dict:
+                _cli(["train", t, "--train", str(train), "--dev", str(dev), "--out", str(m),
+                      "--seed", str(seed), *trainer_args[t], *cfg.train_args.get(t, [])])
+                return _training_record(m)
 
-                steps.run(f"train {target} {arm} seed {seed}", train_model)
-                for test, manifest in tests.items():
-                    ev = run_dir / f"eval-{system}-{test}"
-                    flag = (["--ner-model", str(model), *asr_cache] if system == "cascade"
-                            else ["--model", str(model), "--device", cfg.device])
-                    argv = ["eval", "--manifest", str(manifest), "--system", system, *flag,
-                            "--asr-model", cfg.asr_model, "--out-dir", str(ev), *prog]
-                    steps.run(f"eval {system} {arm} seed {seed} {test}", lambda argv=argv: _cli(argv))
-                    res = json.loads((ev / "results.json").read_text())["systems"][system]
-                    leak = res["audio_leak"]
-                    rows.append({"arm": arm, "seed": seed, "system": system, "test": test,
-                                 "overall": res["timestamp_overlap"]["overall"],
-                                 "leak": leak["leaked_duration"], "over_redaction": leak["over_redaction"],
-                                 "per_label": res["timestamp_overlap_label_exact"]["per_label"]})
-                    write_report(cfg, trains, tests, rows, steps, complete=False)  # a stopped run still has its table
-    return write_report(cfg, trains, tests, rows, steps, complete=True)
+            steps.run(name, train_model)
+            for test, manifest in tests.items():
+                ev = run_dir / f"eval-{system}-{test}"
+                flag = (["--ner-model", str(model), *asr_cache] if system == "cascade"
+                        else ["--model", str(model), "--device", cfg.device])
+                argv = ["eval", "--manifest", str(manifest), "--system", system, *flag,
+                        "--asr-model", cfg.asr_model, "--out-dir", str(ev), *prog]
+                name = f"eval {system} {arm} seed {seed} {test}"
+                if only_done and name not in steps.done:
+                    continue
+                steps.run(name, lambda argv=argv: _cli(argv))
+                res = json.loads((ev / "results.json").read_text())["systems"][system]
+                leak = res["audio_leak"]
+                rows.append({"arm": arm, "seed": seed, "system": system, "test": test,
+                             "overall": res["timestamp_overlap"]["overall"],
+                             "leak": leak["leaked_duration"], "over_redaction": leak["over_redaction"],
+                             "per_label": res["timestamp_overlap_label_exact"]["per_label"]})
+                write_report(cfg, trains, tests, rows, steps, complete=False)  # a stopped run still has its table
+    return rows
 
 
 def write_report(cfg: ExperimentConfig, trains: dict, tests: dict, rows: list[dict], steps: Steps,
@@ -377,12 +477,26 @@ def add_parser(subparsers) -> None:
                                           "configs/experiments/small.toml.")
     p.add_argument("--config", type=Path, required=True)
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    p.add_argument("--system", action="append", default=None, metavar="S",
+                   help="only this system's models (repeatable; default: the config's systems)")
+    p.add_argument("--cell", action="append", default=None, metavar="ARM:SEED",
+                   help="only this arm and seed (repeatable), e.g. baseline:0 or diverse0.3:1")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run N cells at a time, each in a process of its own with its share of the "
+                        "cores (a GPU machine: the e2e trainings share the GPU); default 1")
+    p.add_argument("--report", action="store_true",
+                   help="only write the report of the steps finished so far; run nothing")
 
 
 def run(args) -> int:
     cfg = ExperimentConfig.load(args.config)
     progress = {"auto": sys.stderr.isatty(), "on": True, "off": False}[args.progress]
-    results = run_experiment(cfg, args.config.read_text(encoding="utf-8"), progress=progress)
+    if args.jobs < 1:
+        raise DeidError("--jobs must be at least 1")
+    cells = parse_cells(cfg, args.cell) if args.cell else None
+    results = run_experiment(cfg, args.config.read_text(encoding="utf-8"), progress=progress,
+                             systems=tuple(args.system) if args.system else None, cells=cells,
+                             jobs=args.jobs, config=args.config.resolve(), report_only=args.report)
     print(markdown(results))
     print(f"written: {cfg.out_dir / 'results.md'}, results.json, results.png")
     return 0

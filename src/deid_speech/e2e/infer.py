@@ -40,6 +40,7 @@ MODEL_RATE = 16000
 # with 0.5 s, e2e+patterns leaked 8.7 % of entity time instead of 8.1 % and over-redacted
 # 39.6 % of other speech instead of 47.6 % (1.0 s: 8.2 % / 42.8 %)
 UNSURE_PAD_S: float | None = 0.5
+GPU_BATCH = 16  # windows decoded at a time by the model on a GPU
 PAUSE_S = 0.3  # a silence this long between two words starts a new stretch (stray closing tags open there)
 
 
