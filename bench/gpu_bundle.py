@@ -6,10 +6,10 @@ the voiced data, the base weights and the missing packages travel in two parts, 
 call (the second call finds the first part still there):
 
 * ``a/``: tiny.en as an HF folder with its weights as int8 rows with float16 scales
-  (``deid_speech.asr.delta.pack``; ~39 MB against 151 MB in float32), soundfile and cffi
-  wheels for Python 3.12, and the parts of faster-whisper that deid-speech uses there
-  (the log-Mel features and the Silero VAD model; its ``__init__`` would import PyAV and
-  CTranslate2, which are not there).
+  (``deid_speech.asr.delta.pack``; ~39 MB against 151 MB in float32), soundfile, cffi and
+  jiwer wheels for Python 3.12, and the parts of faster-whisper and spaCy that deid-speech
+  imports there (:func:`shims`: the log-Mel features, the Silero VAD model, the English
+  stop words; faster-whisper's ``__init__`` would import PyAV and CTranslate2).
 * ``b/``: pocketsphinx 5.0.4 for Python 3.12 (5.1.1 has no such wheel) carrying 5.1.1's
   dictionary, the only model file that differs, so the shipped hashes hold; and a mirror of
   the repository root with the experiment's config, its training, dev and test manifests
@@ -20,14 +20,21 @@ Here::
 
     python bench/gpu_bundle.py pack --config configs/experiments/small-llm-gpu.toml --out .gpu
 
-On the GPU machine, from the repository root (``.gpu`` ignored by git, carried)::
+Before spending device time, ``emulate`` runs the device's steps here with the packages
+that the GPU image lacks hidden (a short training and a few scored files of each test set,
+with the shipped e2e model too, so that the tagging paths run). Then on the GPU machine
+(``bench/gpu_run.sh``; ``.gpu`` is ignored by git and travels as ``carry``)::
 
-    python3 bench/gpu_bundle.py unpack --bundle .gpu      # /tmp/site and .gpu/a/base-hf
-    PYTHONPATH=/tmp/site:src python3 -m deid_speech experiment \
-        --config .gpu/b/configs/experiments/small-llm-gpu.toml --system e2e --jobs 10
+    bash bench/gpu_run.sh check                 # call 1, carry .gpu/a: unpack it to /tmp/gpu-a
+    bash bench/gpu_run.sh run configs/experiments/small-llm-gpu.toml 540
+                                                # call 2, carry .gpu/b: copied to /tmp/gpu-b, run
+    bash bench/gpu_run.sh run configs/experiments/small-llm-gpu.toml 540
+                                                # call 3 if needed, carry nothing: resumes
 
-The config there is the original with ``--base .gpu/a/base-hf`` added to the e2e
-trainer's options; the telephone copy of test is left out unless ``--telephone``.
+A path carried in one call is gone from the repository there in the next call that does not
+carry it (seen in session 22), so everything a later call needs lives under /tmp. The
+config there is the original with ``--base .gpu/a/base-hf`` added to the e2e trainer's
+options; the telephone copy of test is left out unless ``--telephone``.
 """
 from __future__ import annotations
 
@@ -85,13 +92,13 @@ def pack_base(out: Path) -> dict:
     return {"base": str(src), "largest_error": err, "mb": round((out / "base.npz").stat().st_size / 1e6, 1)}
 
 
-def unpack_base(a: Path) -> Path:
-    """The float32 HF folder ``a/base-hf`` rebuilt from ``a/base.npz`` and ``a/base/``."""
+def unpack_base(a: Path, out: Path | None = None) -> Path:
+    """The float32 HF folder ``out`` (default ``a/base-hf``) rebuilt from ``a/base.npz`` and ``a/base/``."""
     from safetensors.numpy import save_file
 
     from deid_speech.asr.delta import unpack
 
-    out = a / "base-hf"
+    out = out or a / "base-hf"
     if (out / "model.safetensors").is_file():
         return out
     shutil.copytree(a / "base", out, dirs_exist_ok=True)
@@ -102,9 +109,18 @@ def unpack_base(a: Path) -> Path:
     return out
 
 
-def fw_shim(site: Path) -> None:
-    """faster_whisper's features and VAD without its ``__init__`` (PyAV, CTranslate2)."""
+def shims(site: Path) -> None:
+    """What deid-speech imports there from packages the GPU image lacks: faster_whisper's
+    features and VAD without its ``__init__`` (PyAV, CTranslate2), with metadata for the
+    pin check, and spaCy's English stop-word list (``spoken.common_word``) without spaCy."""
     import faster_whisper
+    import spacy.lang.en.stop_words as sw
+
+    words = site / "spacy" / "lang" / "en"
+    words.mkdir(parents=True, exist_ok=True)
+    for init in (site / "spacy", site / "spacy" / "lang", words):
+        (init / "__init__.py").write_text('"""spaCy\'s English stop words only (gpu_bundle)."""\n')
+    shutil.copy2(sw.__file__, words / "stop_words.py")
 
     src = Path(faster_whisper.__file__).parent
     dst = site / "faster_whisper"
@@ -112,6 +128,11 @@ def fw_shim(site: Path) -> None:
         (dst / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src / f, dst / f)
     (dst / "__init__.py").write_text('"""faster-whisper\'s features and Silero VAD only (gpu_bundle)."""\n')
+    # the Silero model's pin (deid_speech.models) reads the package's version from its metadata
+    info = site / f"faster_whisper-{faster_whisper.__version__}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: faster-whisper\nVersion: {faster_whisper.__version__}\n")
+    (info / "RECORD").write_text("")
 
 
 def repack_pocketsphinx(wheel: Path) -> None:
@@ -178,7 +199,7 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     report: dict = {"a": pack_base(a)}
     _download(WHEELS_A, a / "whl")
-    fw_shim(a / "site")
+    shims(a / "site")
     for w in _download(WHEELS_B, b / "whl"):
         if w.name.startswith("pocketsphinx"):
             repack_pocketsphinx(w)
@@ -208,14 +229,85 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     return report
 
 
-def unpack(bundle: Path, site: Path) -> dict:
+def unpack(parts: list[Path], site: Path) -> dict:
+    """On the GPU machine: each part's wheels installed into ``site``, its shims copied there,
+    and (part a) the base model rebuilt beside it."""
     site.mkdir(parents=True, exist_ok=True)
-    wheels = sorted(glob.glob(str(bundle / "a" / "whl" / "*.whl")) + glob.glob(str(bundle / "b" / "whl" / "*.whl")))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                    "--no-cache-dir", "--upgrade", "--target", str(site), *wheels], check=True)
-    shutil.copytree(bundle / "a" / "site", site, dirs_exist_ok=True)
+    wheels = sorted(w for part in parts for w in glob.glob(str(part / "whl" / "*.whl")))
+    if wheels:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                        "--no-cache-dir", "--upgrade", "--target", str(site), *wheels], check=True)
+    for part in parts:
+        if (part / "site").is_dir():
+            shutil.copytree(part / "site", site, dirs_exist_ok=True)
+    # pocketsphinx: 5.0.4's compiled decoder with 5.1.1's model files (every one checked against
+    # the shipped SHA-256 table when used); its metadata says 5.1.1 so that the pin admits it
+    for old in site.glob("pocketsphinx-5.0.4.dist-info"):
+        new = site / "pocketsphinx-5.1.1.dist-info"
+        shutil.rmtree(new, ignore_errors=True)
+        old.rename(new)
+        meta = new / "METADATA"
+        meta.write_text(re.sub(r"^Version: .*$", "Version: 5.1.1", meta.read_text(), count=1, flags=re.M))
     sys.path.insert(0, str(site))
-    return {"base": str(unpack_base(bundle / "a")), "wheels": [Path(w).name for w in wheels]}
+    bases = [str(unpack_base(part)) for part in parts if (part / "base.npz").is_file()]
+    return {"base": bases, "wheels": [Path(w).name for w in wheels]}
+
+
+# what the GPU image lacks (KINDS.md's package list) and the bundle does not bring
+HIDDEN = ("ctranslate2", "av", "spacy", "presidio_analyzer", "presidio_anonymizer", "piper", "piper_onnx", "vosk",
+          "llama_cpp", "ray", "librosa", "thinc", "faster_whisper")
+BLOCKER = """import os, sys
+HIDDEN, SHIMS = set(os.environ["GPU_EMU_HIDDEN"].split(",")), os.environ["GPU_EMU_SHIMS"]
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        parts = name.split(".")
+        if parts[0] in HIDDEN and not any(os.path.exists(os.path.join(SHIMS, *parts) + x) for x in ("", ".py")):
+            raise ModuleNotFoundError(f"not on the GPU image: {name}")
+        return None
+sys.meta_path.insert(0, _Hide())
+"""
+
+
+def emulate(bundle: Path, work: Path, n: int = 3) -> dict:
+    """The device's steps here, on a few records, with :data:`HIDDEN` hidden (the shims of
+    part a stand in, as there): a 2-step training from the bundled base, then ``eval``
+    of that model and of the shipped e2e model (its HF folder without a CTranslate2 copy,
+    so that it decodes as on the GPU and writes tags) on ``n`` files of each test manifest."""
+    from deid_speech import manifest
+    from deid_speech.e2e.infer import check_model_dir
+
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "hook").mkdir(parents=True)
+    (work / "hook" / "sitecustomize.py").write_text(BLOCKER)
+    a, b = bundle / "a", bundle / "b"
+    env = {**os.environ, "GPU_EMU_HIDDEN": ",".join(HIDDEN), "GPU_EMU_SHIMS": str(a / "site"),
+           "PYTHONPATH": os.pathsep.join([str(work / "hook"), str(a / "site"), str(ROOT / "src")])}
+    base = unpack_base(a, work / "base-hf")
+    exp = next(p for p in (b / "out" / "experiments").iterdir() if (p / "steps.json").is_file())
+    small = {}
+    for name, src in (("train", exp / "data" / "train" / "manifest.jsonl"), ("dev", exp / "data" / "dev" / "manifest.jsonl")):
+        rows = manifest.read(src, need=("text", "audio"), line_ids=False)[: 2 * n]
+        manifest.write(work / f"{name}.jsonl", rows)
+        small[name] = work / f"{name}.jsonl"
+    tests = sorted(p for p in b.rglob("manifest.jsonl") if "/train/" not in str(p) and "/dev/" not in str(p))
+    shipped = work / "shipped-e2e"
+    shutil.copytree(check_model_dir(ROOT / "src" / "deid_speech" / "models" / "e2e"), shipped,
+                    ignore=shutil.ignore_patterns("ct2"))
+    runs = [["train", "e2e", "--train", str(small["train"]), "--dev", str(small["dev"]), "--out", str(work / "e2e"),
+             "--device", "cpu", "--base", str(base), "--max-steps", "2", "--batch-size", "2", "--eval-every", "1",
+             "--no-ct2", "--progress", "off"]]
+    for model in (work / "e2e", shipped):
+        runs += [["eval", "--manifest", str(t), "--system", "e2e", "--model", str(model), "--limit", str(n),
+                  "--out-dir", str(work / f"eval-{model.name}-{k}"), "--progress", "off"] for k, t in enumerate(tests)]
+    report = []
+    for k, argv in enumerate(runs):
+        # the CPU dev score of a training decodes a CTranslate2 copy (on the GPU the model itself)
+        hidden = ",".join(h for h in HIDDEN if not (k == 0 and h == "ctranslate2"))
+        p = subprocess.run([sys.executable, "-m", "deid_speech", *argv], env={**env, "GPU_EMU_HIDDEN": hidden},
+                           capture_output=True, text=True)
+        report.append({"argv": " ".join(argv[:2] + argv[argv.index("--out" if k == 0 else "--out-dir") + 1:][:1]),
+                       "exit": p.returncode, "error": p.stderr.strip().splitlines()[-1:] if p.returncode else []})
+    return {"ok": all(r["exit"] == 0 for r in report), "runs": report}
 
 
 def main() -> None:
@@ -226,14 +318,22 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / ".gpu")
     p.add_argument("--telephone", action="store_true", help="also the telephone copy of test")
     u = sub.add_parser("unpack")
-    u.add_argument("--bundle", type=Path, default=ROOT / ".gpu")
+    u.add_argument("--part", type=Path, action="append", required=True, help="a bundle part (repeatable)")
     u.add_argument("--site", type=Path, default=Path("/tmp/site"))
+    e = sub.add_parser("emulate")
+    e.add_argument("--bundle", type=Path, default=ROOT / ".gpu")
+    e.add_argument("--work", type=Path, default=Path("/tmp/gpu-emulate"))
+    e.add_argument("-n", type=int, default=3, help="files of each test manifest")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     if args.cmd == "pack":
         print(json.dumps(pack(args.config, args.out.resolve(), args.telephone), indent=2))
+    elif args.cmd == "unpack":
+        print(json.dumps(unpack([p.resolve() for p in args.part], args.site), indent=2))
     else:
-        print(json.dumps(unpack(args.bundle.resolve(), args.site), indent=2))
+        res = emulate(args.bundle.resolve(), args.work, args.n)
+        print(json.dumps(res, indent=2))
+        sys.exit(0 if res["ok"] else 1)
 
 
 if __name__ == "__main__":

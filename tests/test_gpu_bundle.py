@@ -1,0 +1,71 @@
+"""bench/gpu_bundle.py: what travels to a GPU machine comes back as it left (the base
+weights within int8 error, the config with the carried base), and what the GPU image lacks
+is hidden by its emulation unless a shim stands in."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("gpu_bundle", ROOT / "bench" / "gpu_bundle.py")
+gpu_bundle = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_bundle)
+
+
+def test_the_device_config_trains_from_the_carried_base() -> None:
+    text = 'out_dir = "x"\n[train]\nner = ["--asr-noise"]\ne2e = ["--max-steps", "200"]\n'
+    out = gpu_bundle.device_config(text, ".gpu/a/base-hf")
+    assert 'e2e = ["--base", ".gpu/a/base-hf", "--max-steps", "200"]' in out and 'ner = ["--asr-noise"]' in out
+    assert gpu_bundle.device_config('out_dir = "x"\n', "B").endswith('[train]\ne2e = ["--base", "B"]\n')
+
+
+def test_base_weights_come_back_within_int8_error(tmp_path: Path) -> None:
+    from safetensors.numpy import load_file
+
+    from deid_speech.asr.delta import pack
+
+    rng = np.random.default_rng(0)
+    weights = {"w": rng.normal(size=(8, 5)).astype(np.float32), "b": rng.normal(size=5).astype(np.float32),
+               "conv": rng.normal(size=(4, 3, 2)).astype(np.float32)}
+    arrays: dict[str, np.ndarray] = {}
+    for name, w in weights.items():
+        pack(name, w, arrays)
+        arrays[f"{name}:shape"] = np.array(w.shape)
+    a = tmp_path / "a"
+    (a / "base").mkdir(parents=True)
+    (a / "base" / "config.json").write_text('{"model_type": "whisper"}')
+    np.savez(a / "base.npz", **arrays)
+    out = gpu_bundle.unpack_base(a)
+    back = load_file(str(out / "model.safetensors"))
+    assert set(back) == set(weights) and (out / "config.json").is_file()
+    for name, w in weights.items():
+        assert back[name].shape == w.shape and back[name].dtype == np.float32
+        assert np.abs(back[name] - w).max() <= np.abs(w).max() / 127 + 1e-3
+        assert not np.array_equal(back[name], np.zeros_like(w))
+    (out / "model.safetensors").write_bytes(b"kept")  # a rebuilt base is not rebuilt again
+    assert gpu_bundle.unpack_base(a) == out and (out / "model.safetensors").read_bytes() == b"kept"
+
+
+def test_the_emulated_image_hides_a_package_unless_a_shim_stands_in(tmp_path: Path) -> None:
+    hook, shims = tmp_path / "hook", tmp_path / "shims"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(gpu_bundle.BLOCKER)
+    (shims / "json" / "tool").mkdir(parents=True)
+    env = {**os.environ, "GPU_EMU_HIDDEN": "json,csv", "GPU_EMU_SHIMS": str(shims),
+           "PYTHONPATH": os.pathsep.join([str(hook), str(shims)])}
+
+    def imports(module: str) -> str:
+        p = subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True, text=True)
+        return p.stderr.strip().splitlines()[-1] if p.returncode else "ok"
+
+    assert imports("csv") == "ModuleNotFoundError: not on the GPU image: csv"
+    assert imports("json.decoder") == "ModuleNotFoundError: not on the GPU image: json.decoder"
+    (shims / "json" / "__init__.py").write_text("")
+    (shims / "json" / "tool" / "__init__.py").write_text("")
+    assert imports("json.tool") == "ok"  # the shim's own modules
+    assert imports("email") == "ok"  # what the image has
