@@ -463,10 +463,17 @@ def plot(results: dict, path: Path) -> None:
         ax.set_title(f"{system} on {test}", fontsize=10)
     axes[0][0].legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=path.parent)  # cells in parallel write it too
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)
 
 
 def add_parser(subparsers) -> None:
