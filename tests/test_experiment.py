@@ -147,6 +147,7 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     assert "| baseline+similar0.3 | 55.0 ± 7.1 | 55.0 ± 7.1 | **55.0 ± 7.1** | 15.0 ± 7.1 | 30.0 ± 0.0 |" in md
     assert "## Pipeline (cascade: Whisper + patterns + spaCy + trained NER): unseen" in md
     assert (out / "results.png").stat().st_size > 1000
+    assert (out / "results.png").stat().st_mode & 0o777 == (out / "results.md").stat().st_mode & 0o777
     # a rerun does nothing again
     calls.clear()
     assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0

@@ -405,7 +405,7 @@ def _load_with_av(p: Path, fmt: str = "FLAC", subtype: str | None = "PCM_16") ->
     return Audio(np.ascontiguousarray(data), int(sr), fmt, subtype)
 
 
-def _umask_mode() -> int:
+def umask_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return 0o666 & ~mask
@@ -430,7 +430,7 @@ def _write_blocks(p: Path, sample_rate: int, channels: int, fmt: str, subtype: s
         with open(tmp, "wb") as fh, sf.SoundFile(fh, "w", sample_rate, channels, subtype, format=fmt) as out:
             for b in blocks:  # a file object: non-UTF-8 names work too
                 out.write(np.clip(b, -1.0, 1.0))
-        os.chmod(tmp, _umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
+        os.chmod(tmp, umask_mode())  # mkstemp makes 0600; outputs get the usual permissions
         os.replace(tmp, p)
     except BaseException as e:  # Ctrl-C and SIGTERM too: never leave a temporary file behind
         Path(tmp).unlink(missing_ok=True)
@@ -467,7 +467,7 @@ def write_text_atomic(path: str | os.PathLike, text: str, mode: int | None = Non
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, _umask_mode() if mode is None else mode)
+        os.chmod(tmp, umask_mode() if mode is None else mode)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

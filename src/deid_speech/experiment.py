@@ -466,10 +466,13 @@ def plot(results: dict, path: Path) -> None:
     import os
     import tempfile
 
+    from deid_speech.audio import umask_mode
+
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=path.parent)  # cells in parallel write it too
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=100)
+        os.chmod(tmp, umask_mode())  # mkstemp makes 0600; the report gets the usual permissions
         os.replace(tmp, path)
     finally:
         plt.close(fig)
