@@ -31,6 +31,13 @@ with the shipped e2e model too, so that the tagging paths run). Then on the GPU 
     bash bench/gpu_run.sh run configs/experiments/small-llm-gpu.toml 540
                                                 # call 3 if needed, carry nothing: resumes
 
+The repository travels with every call and must fit beside a part: during the calls, take its
+six largest files out of the index and list them in ``.git/info/exclude`` (4.7 MB remain), and
+``git add`` them back after::
+
+    src/deid_speech/models/{asr,asr-full,e2e}/delta.npz  src/deid_speech/models/e2e/tokenizer.json
+    src/deid_speech/models/ner/tok2vec/model  src/deid_speech/data/examples/call.wav
+
 A path carried in one call is gone from the repository there in the next call that does not
 carry it (seen in session 22), so everything a later call needs lives under /tmp. The
 config there is the original with ``--base .gpu/a/base-hf`` added to the e2e trainer's
