@@ -286,8 +286,7 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
     if bad := [s for s in systems or () if s not in cfg.systems]:
         raise DeidError(f"--system {bad[0]}: not among this config's systems ({', '.join(cfg.systems)})")
     steps = Steps(out, log)
-    trains = (build_data(cfg, steps, progress) if not report_only else
-              {"baseline": None, **{f"baseline+{a.name}": None for a in cfg.arms}})
+    trains = build_data(cfg, steps, progress) if not report_only else dict.fromkeys(cfg.arm_names())
     todo = [(arm, seed) for arm in trains for seed in cfg.seeds if cells is None or (arm, seed) in cells]
     systems = tuple(s for s in cfg.systems if s in (systems or cfg.systems))
     failed: list[str] = []
@@ -296,11 +295,12 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
             raise DeidError("running cells in parallel needs the config file")
         failed = _run_cells(config, todo, systems, jobs, out, log)
         steps = Steps(out, log)  # what the cells recorded
-    rows = _run_cells_here(cfg, trains, todo, systems, steps, progress,
+    tests = _tests(cfg)
+    rows = _run_cells_here(cfg, trains, tests, todo, systems, steps, progress,
                            only_done=bool(failed) or jobs > 1 or report_only)
     complete = not failed and cells is None and systems == cfg.systems and (not report_only or all(
-        f"eval {s} {a} seed {k} {t}" in steps.done for a, k in todo for s in systems for t in _tests(cfg)))
-    results = write_report(cfg, trains, _tests(cfg), rows, steps, complete=complete)
+        f"eval {s} {a} seed {k} {t}" in steps.done for a, k in todo for s in systems for t in tests))
+    results = write_report(cfg, trains, tests, rows, steps, complete=complete)
     if failed:
         raise DeidError(f"{len(failed)} cell(s) failed: {', '.join(failed)} (logs in {out / 'logs'}); "
                         "the report holds the finished ones, and a rerun resumes")
@@ -312,13 +312,12 @@ def _tests(cfg: ExperimentConfig) -> dict[str, Path]:
     return {t: p for t, p in tests.items() if p.is_file()} | cfg.extra_tests
 
 
-def _run_cells_here(cfg: ExperimentConfig, trains: dict, todo: list[tuple[str, int]], systems: tuple[str, ...],
-                    steps: Steps, progress: bool | None, only_done: bool = False) -> list[dict]:
+def _run_cells_here(cfg: ExperimentConfig, trains: dict, tests: dict[str, Path], todo: list[tuple[str, int]],
+                    systems: tuple[str, ...], steps: Steps, progress: bool | None, only_done: bool = False) -> list[dict]:
     """Trains and scores each cell's models in this process (``only_done``: reads the steps
     that other processes finished and runs nothing), and returns the table's rows."""
     out = cfg.out_dir
     dev = cfg.data.out_dir / "dev" / "manifest.jsonl"
-    tests = _tests(cfg)
     prog = ["--progress", "on" if progress else "off"]
     # one Whisper transcript per audio file for every NER training and cascade evaluation
     asr_cache = ["--asr-cache", str(out / "cache" / "asr-transcripts.jsonl")]
@@ -356,7 +355,8 @@ def _run_cells_here(cfg: ExperimentConfig, trains: dict, todo: list[tuple[str, i
                              "overall": res["timestamp_overlap"]["overall"],
                              "leak": leak["leaked_duration"], "over_redaction": leak["over_redaction"],
                              "per_label": res["timestamp_overlap_label_exact"]["per_label"]})
-                write_report(cfg, trains, tests, rows, steps, complete=False)  # a stopped run still has its table
+                if not only_done:  # a stopped run still has its table
+                    write_report(cfg, trains, tests, rows, steps, complete=False)
     return rows
 
 

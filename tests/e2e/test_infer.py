@@ -228,3 +228,26 @@ def test_redact_e2e_writes_the_cascade_json_format(untrained_e2e_dir, tmp_path):
     assert d["system"] == "e2e" and d["words"] and (tmp_path / "call.redacted.wav").is_file()
     assert {"spans", "redacted_transcript", "uncovered_speech", "words", "asr_model"} <= set(d)
     assert "transcript" not in d  # the shared report holds no clear text (schema 2)
+
+
+def test_the_batch_follows_where_the_model_is_unless_one_is_asked_for():
+    from types import SimpleNamespace
+
+    from deid_speech.e2e.infer import CPU_BATCH, GPU_BATCH, E2EOptions, E2ETagger
+
+    class Fake:
+        def __init__(self, device):
+            self.device = device
+
+        def eval(self):
+            return self
+
+        def parameters(self):
+            yield SimpleNamespace(device=SimpleNamespace(type=self.device))
+
+    assert (CPU_BATCH, GPU_BATCH) == (4, 16)
+    assert E2ETagger(E2EOptions(model="m"), Fake("cpu"), object()).batch_size == CPU_BATCH
+    assert E2ETagger(E2EOptions(model="m"), Fake("cuda"), object()).batch_size == GPU_BATCH
+    assert E2ETagger(E2EOptions(model="m", batch_size=3), Fake("cuda"), object()).batch_size == 3
+    with pytest.raises(ValueError, match="batch_size"):
+        E2EOptions(model="m", batch_size=0)

@@ -40,7 +40,7 @@ MODEL_RATE = 16000
 # with 0.5 s, e2e+patterns leaked 8.7 % of entity time instead of 8.1 % and over-redacted
 # 39.6 % of other speech instead of 47.6 % (1.0 s: 8.2 % / 42.8 %)
 UNSURE_PAD_S: float | None = 0.5
-GPU_BATCH = 16  # windows decoded at a time by the model on a GPU
+CPU_BATCH, GPU_BATCH = 4, 16  # windows decoded at a time (a larger batch buys nothing on the CPU)
 PAUSE_S = 0.3  # a silence this long between two words starts a new stretch (stray closing tags open there)
 
 
@@ -49,7 +49,7 @@ class E2EOptions:
     model: str
     device: str = "cpu"
     window_s: float = 12.0  # the training clips' length: longer windows (27 s) tagged the example call worse
-    batch_size: int = 4
+    batch_size: int | None = None  # windows decoded at a time; None: 4 on the CPU, GPU_BATCH on a GPU
     max_new_tokens: int = 220
     threads: int | None = None  # torch / CTranslate2 threads (default: their own choice)
     backend: str = "auto"  # ct2 (the model's ct2/ copy, int8) | hf | auto (ct2 when there is a copy)
@@ -59,7 +59,7 @@ class E2EOptions:
     def __post_init__(self) -> None:
         if not 5 <= self.window_s <= 30:
             raise ValueError("window_s must be between 5 and 30 seconds")
-        if self.batch_size < 1 or self.max_new_tokens < 1:
+        if (self.batch_size is not None and self.batch_size < 1) or self.max_new_tokens < 1:
             raise ValueError("batch_size and max_new_tokens must be >= 1")
         if self.backend not in ("auto", "ct2", "hf"):
             raise ValueError("backend must be auto, ct2 or hf")
@@ -128,7 +128,7 @@ def windows_of(audio: np.ndarray, window_s: float) -> list[tuple[float, float]]:
 
 
 def generate_tagged(model: Any, processor: Any, clips: list[np.ndarray], max_new_tokens: int = 220,
-                    batch_size: int = 4) -> list[str]:
+                    batch_size: int = CPU_BATCH) -> list[str]:
     """Greedy tagged transcripts of ``clips`` (16 kHz mono, each at most 30 s)."""
     import torch
 
@@ -293,6 +293,8 @@ class E2ETagger:
         if model is not None and options.quantize:
             model = quantize_int8(model)
         self.model, self.processor = (model.eval() if model is not None else None), processor
+        on_gpu = self.model is not None and next(self.model.parameters()).device.type == "cuda"
+        self.batch_size = options.batch_size or (GPU_BATCH if on_gpu else CPU_BATCH)
         self.name = f"e2e:{options.model}"
         self._aligner = None
         self._align_lock = threading.Lock()
@@ -316,7 +318,7 @@ class E2ETagger:
             stretches = [windows_of(audio, self.options.window_s) for audio in audios]
         jobs = [(k, a, b) for k, spans in enumerate(stretches) for a, b in spans]
         out: list[list[Window]] = [[] for _ in audios]
-        step = self.options.batch_size
+        step = self.batch_size
         total = jobs[-1][2] if len(audios) == 1 and jobs else float(len(jobs))
         for i in range(0, len(jobs), step):
             part = jobs[i:i + step]

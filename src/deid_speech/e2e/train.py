@@ -66,15 +66,13 @@ def score_model(model: Any, processor: Any, records: list[dict], backend: str = 
     ``redact --system e2e`` runs: the model is saved and converted to CTranslate2 int8
     in a temporary folder (seconds), then decoded there (tens of times faster than HF
     generate on a CPU); ``hf`` decodes with the model itself."""
-    from deid_speech.e2e.infer import GPU_BATCH, E2EOptions, E2ETagger
+    from deid_speech.e2e.infer import E2EOptions, E2ETagger
 
     was_training = model.training
     model.eval()
     try:
         if backend == "hf":
-            on_gpu = next(model.parameters()).device.type == "cuda"
-            opts = E2EOptions(model="(in training)", backend="hf", batch_size=GPU_BATCH if on_gpu else 4)
-            return score_tagger(E2ETagger(opts, model, processor), records)
+            return score_tagger(E2ETagger(E2EOptions(model="(in training)", backend="hf"), model, processor), records)
         from deid_speech.asr.export import export_ct2
 
         with tempfile.TemporaryDirectory(prefix="e2e-dev-") as tmp:

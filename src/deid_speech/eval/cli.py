@@ -138,15 +138,13 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError("--device is where the e2e model runs: use it with --system e2e")
     e2e = None
     if uses_e2e and args.predictions is None:  # load (and validate) the model before the manifest
-        from deid_speech.e2e.infer import GPU_BATCH, E2EOptions, E2ETagger, default_model
+        from deid_speech.e2e.infer import E2EOptions, E2ETagger, default_model
 
         if args.device != "cpu":
             from deid_speech.asr.hf import torch_device
 
             torch_device(args.device)  # no GPU: a one-line error, not a torch traceback
-        # on a GPU the windows decode 16 at a time (4 on the CPU, where a larger batch buys nothing)
-        e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device,
-                                   batch_size=4 if args.device == "cpu" else GPU_BATCH))
+        e2e = E2ETagger(E2EOptions(model=args.model or default_model(), device=args.device))
     extra = asr_overrides(args.asr_option)  # a bad pair fails before anything is loaded
     if args.verify_passes != VERIFY_PASSES and not verifying:
         raise DeidError("--verify-passes is cascade+verify's: use it with --system cascade+verify")
