@@ -15,8 +15,9 @@ round, so all four grow together), every finished round's summary is appended to
 reason, to ``DIR/rejected.jsonl``), and a stopped job continues where it stopped when started again with
 the same command (``augment`` resumes from the JSONL). An arm stops at ``--n`` sentences or
 ``--max-requests`` requests; the report sums the rounds (a round cut by a kill loses its
-counts, never its sentences). ``--report`` writes the report of the rounds so far and
-generates nothing (``kept``: the sentences in each file now). ``--arms`` gives the requests
+counts, never its sentences). ``--report`` prints the report of the rounds so far (and
+writes it to ``--out`` when given) and generates nothing (``kept``: the sentences in each
+file now). ``--arms`` gives the requests
 to some arms only (the lagging ones, once the others have their sentences across jobs).
 """
 from __future__ import annotations
@@ -209,10 +210,12 @@ def main() -> int:
               f"distinct-2 {s['distinct_2']}, self-BLEU {s['self_bleu']}, "
               f"s/100 accepted {s['s_per_100_accepted']}; rejected {s['rejected']}; repairs {s['repairs']} "
               f"({s['repaired_accepted']} repaired lines accepted)", flush=True)
+    print(f"seed corpus: distinct-2 {results['seed_corpus']['distinct_2']}, self-BLEU {results['seed_corpus']['self_bleu']}")
+    if args.report and not args.out:
+        return 0  # a report of a job's files is printed; it names no model to file it under
     out = args.out or ROOT / f"bench/results/augment-{backend.name}-{Path(str(backend.model)).stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"seed corpus: distinct-2 {results['seed_corpus']['distinct_2']}, self-BLEU {results['seed_corpus']['self_bleu']}")
     print(f"wrote {out}")
     return 0
 
