@@ -9,7 +9,11 @@ by the redaction padding, exactly what the audio redactor overwrote) and the spe
 * ``leaky_entities``   = share of true entities with any uncovered part longer than
   ``tolerance`` (a sliver at an edge shorter than that is a timing detail, not a leak);
 * ``over_redaction``   = share of non-PII speech (word time outside every true entity)
-  that was redacted.
+  that was redacted;
+* ``over_redaction_by_cause`` = those over-redacted seconds split by why they were beeped,
+  when the caller names the causes (an ordered list of (cause, intervals): a second goes to
+  the first cause whose intervals hold it, the rest to ``other``); eval names padding,
+  overshoot, false alarms per label, the merge gap and speech no word covered.
 
 Counts add up across files (``+=``) into a corpus figure. Each entity's leaked fraction
 is kept for the residual-risk score (:mod:`deid_speech.eval.text`).
@@ -33,10 +37,12 @@ class LeakCounts:
     over_redacted_s: float = 0.0
     fractions: list[tuple[str, float]] = field(default_factory=list)  # (label, leaked share) per entity
     by_label: dict[str, list[float]] = field(default_factory=dict)  # label -> [entity s, leaked s]
+    by_cause: dict[str, float] = field(default_factory=dict)  # cause -> over-redacted s
 
     def add(self, truth: Sequence[Span], redacted: Sequence[Interval], speech: Sequence[Interval],
-            tolerance: float = 0.05) -> LeakCounts:
-        """Score one file; return the counts of this file alone (also added to self)."""
+            tolerance: float = 0.05, causes: Sequence[tuple[str, Sequence[Interval]]] = ()) -> LeakCounts:
+        """Score one file; return the counts of this file alone (also added to self).
+        ``causes``: why regions were redacted, first cause first (see the module doc)."""
         mine = LeakCounts()
         regions = union(redacted)
         for t in truth:
@@ -52,6 +58,14 @@ class LeakCounts:
         other = subtract(speech, [(t.start, t.end) for t in truth])
         mine.other_speech_s = sum(b - a for a, b in other)
         mine.over_redacted_s = sum(covered(a, b, regions) for a, b in other)
+        left = subtract(other, subtract(other, regions))  # the over-redacted speech itself
+        for cause, intervals in causes:
+            inside = subtract(left, subtract(left, intervals))
+            if (s := sum(b - a for a, b in inside)) > 0:
+                mine.by_cause[cause] = mine.by_cause.get(cause, 0.0) + s
+            left = subtract(left, intervals)
+        if (s := sum(b - a for a, b in left)) > 1e-9 and causes:
+            mine.by_cause["other"] = s
         self += mine
         return mine
 
@@ -67,6 +81,8 @@ class LeakCounts:
             acc = self.by_label.setdefault(label, [0.0, 0.0])
             acc[0] += e
             acc[1] += g
+        for cause, sec in o.by_cause.items():
+            self.by_cause[cause] = self.by_cause.get(cause, 0.0) + sec
         return self
 
     @property
@@ -86,4 +102,7 @@ class LeakCounts:
                 "over_redaction": round(self.over_redaction, 4), "entity_s": round(self.entity_s, 2),
                 "leaked_s": round(self.leaked_s, 2), "n_entities": self.n_entities, "n_leaky": self.n_leaky,
                 "other_speech_s": round(self.other_speech_s, 2), "over_redacted_s": round(self.over_redacted_s, 2),
-                "per_label": {k: round(g / e, 4) if e else 0.0 for k, (e, g) in sorted(self.by_label.items())}}
+                "per_label": {k: round(g / e, 4) if e else 0.0 for k, (e, g) in sorted(self.by_label.items())},
+                **({"over_redaction_by_cause": {  # share of the other speech, per cause; they add up to over_redaction
+                    k: round(v / self.other_speech_s, 4) if self.other_speech_s else 0.0
+                    for k, v in sorted(self.by_cause.items(), key=lambda kv: -kv[1])}} if self.by_cause else {})}

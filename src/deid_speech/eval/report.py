@@ -47,6 +47,9 @@ def markdown(results: dict) -> str:
             lk = _pct(leak[label]) if label in leak else "–"
             out.append(f"| {label} | {c['n_true']} | {c['n_pred']} | {p} | "
                        f"{_pct(c['recall'])} | {_pct(c['f1'])} | {r_any} | {lk} |")
+        if causes := s["audio_leak"].get("over_redaction_by_cause"):
+            out += ["", f"Over-redaction {_pct(s['audio_leak']['over_redaction'])} % of the other speech, by cause: "
+                    + "; ".join(f"{k} {_pct(v)}" for k, v in causes.items()) + "."]
     return "\n".join(out) + "\n"
 
 

@@ -90,6 +90,26 @@ def _chars_at(transcript: Transcript, span: Span, label: str) -> EntitySpan | No
     return EntitySpan(ws[0].char_start, ws[-1].char_end, label) if ws else None
 
 
+def over_redaction_causes(truth: list[Span], pred: Prediction,
+                          regions: list[tuple[float, float]]) -> list[tuple[str, list[tuple[float, float]]]]:
+    """Why each redacted second was redacted, in the order :meth:`LeakCounts.add` assigns them:
+    ``overshoot`` (inside a detected span that overlaps a true entity), ``padding`` (the padding
+    of such a span), ``false alarm LABEL`` (a span, padding included, that overlaps no true
+    entity), ``uncovered speech`` (speech no word covered, beeped), ``merge gap`` (a pause
+    between two close regions, redacted with them)."""
+    hits, padded, alarms = [], [], {}
+    for s in pred.spans:
+        op = pred.options.operator(s.label)
+        wide = (max(0.0, s.start - op.pad_before), s.end + op.pad_after)
+        if any(s.overlaps(t) for t in truth):
+            hits.append((s.start, s.end))
+            padded.append(wide)
+        else:
+            alarms.setdefault(f"false alarm {s.label or 'unlabelled'}", []).append(wide)
+    return [("overshoot", hits), ("padding", padded), *sorted(alarms.items()),
+            ("uncovered speech", list(pred.blanked)), ("merge gap", regions)]
+
+
 @dataclass
 class SystemScore:
     """Everything measured for one system over the corpus."""
@@ -110,7 +130,8 @@ class SystemScore:
         regions = [(a, min(duration, b)) for a, b, _ in redaction_regions(pred.spans, pred.options)] \
             + list(pred.blanked)
         speech = [(w.start, w.end) for w in (item.words or pred.transcript.words)]
-        file_leak = self.leak.add(item.entities, regions, speech)
+        file_leak = self.leak.add(item.entities, regions, speech,
+                                  causes=over_redaction_causes(item.entities, pred, regions))
         tr = pred.transcript
         truth = [c for c in (_chars_at(tr, s, s.label) for s in item.entities) if c]
         found = [c for c in (_chars_at(tr, s, s.label) for s in pred.spans) if c]
