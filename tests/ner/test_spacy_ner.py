@@ -110,9 +110,19 @@ def test_a_listed_name_is_found_without_a_cue(det, text, name):
     # a farewell, and a listed name that an organisation word follows (the example call, stock tiny.en)
     "Okay. Thanks. Bye. You're welcome. Bye.",
     "Good afternoon, Merlin Bank. How can I help you?",
+    # fillers that spaCy's small model tags as a PERSON, and the word "name" after a name cue
+    "Correct? Ya ya, correct.",
+    "ok ya ya correct",
+    "Patient name please?",
+    "patient name",
 ])
 def test_common_words_are_not_taken_for_names(det, text):
     assert [t for lab, t in found(det, text) if lab == "PERSON"] == []
+
+
+def test_fillers_around_a_name_are_trimmed_and_the_name_kept(det):
+    got = found(det, "ok ya Siti Aminah lah")
+    assert ("PERSON", "Siti Aminah") in got and all("ya" not in t.split() for lab, t in got if lab == "PERSON")
 
 
 def test_a_doubted_word_after_a_cue_may_still_be_a_garbled_name(det):

@@ -72,7 +72,7 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
-    "has have had already got it he she they we you him her them me us please "
+    "has have had already got it he she they we you him her them me us please name names number "
     # what follows "call me" when it asks for a call ("call me back later", "call me again tomorrow")
     "back later again tomorrow today tonight now soon when if once after before anytime".split())
 # capitalised words that are not names in call-centre speech (for the proper-noun rule)
@@ -286,6 +286,17 @@ ORG_WORDS = frozenset("bank insurance clinic hospital polyclinic centre center l
                       "university motors travel".split())
 
 
+def _without_fillers(text: str, a: int, b: int) -> tuple[int, int] | None:
+    """``text[a:b]`` without the words at either end that no name holds ("ok", "ya", "lah",
+    "please": spaCy's small model tags "ok ya ya correct" as a PERSON); None when no word is left."""
+    words = [m for m in re.finditer(r"[^\s,.?!]+", text[a:b])]
+    keep = [m for m in words if m.group().lower() not in NOT_NAMES and m.group().lower() not in NOT_PERSON]
+    if not keep:
+        return None
+    first, last = words.index(keep[0]), words.index(keep[-1])
+    return a + words[first].start(), a + words[last].end()
+
+
 def _not_a_name(text: str) -> bool:
     """spaCy's small model tags acronyms ("IC") and fillers as PERSON in ASR text."""
     t = text.strip(" .,")
@@ -331,8 +342,9 @@ class SpacyDetector:
 
         doc = self.nlp(text)
         for ent in doc.ents:
-            if ent.label_ == "PERSON" and not _not_a_name(ent.text):
-                a, b = self._extend_name(text, ent.start_char, ent.end_char)
+            if ent.label_ == "PERSON" and (r := _without_fillers(text, ent.start_char, ent.end_char)) \
+                    and not _not_a_name(text[r[0]:r[1]]):
+                a, b = self._extend_name(text, *r)
                 add(a, b, "PERSON", 0.8, self.name)
             elif ent.label_ == "DATE" and CALENDAR_RX.search(ent.text):
                 add(ent.start_char, ent.end_char, "DATE", 0.8, self.name)
