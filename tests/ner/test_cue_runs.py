@@ -180,6 +180,18 @@ def test_a_word_that_only_sounds_like_a_symbol_after_stray_words_ends_the_run(te
     assert (label, value) in found(text)
 
 
+@pytest.mark.parametrize("text,label,value", [
+    ("you can call six seven triple three one double oh ah er then press", "PHONE",
+     "six seven triple three one double oh"),
+    ("my IC is S one two three four five six seven A uh", "NRIC", "S one two three four five six seven A"),
+    ("account number oh two seven one two three four double", "BANK_ACCOUNT", "oh two seven one two three four"),
+    # between symbols a joiner stays inside the run
+    ("plate S K uh V one two three X", "CAR_PLATE", "S K uh V one two three X"),
+])
+def test_a_joiner_or_double_at_the_end_of_a_run_is_no_part_of_it(text, label, value):
+    assert set(found(text)) == {(label, value)}
+
+
 def test_the_last_four_digits_do_not_grow_into_a_card_through_the_words_after_them():
     # "I" and "to" once made the four digits six symbols, a card's least
     assert found("just the last four digits of the card six nine seven seven the rest I don't want to stay "

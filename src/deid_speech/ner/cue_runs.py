@@ -214,6 +214,8 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
     while (len(parts) > 1 and clean_token(words[parts[-1][0]].text) in SOUND_ONLY
            and not _is_symbolic(words[parts[-1][0] - 1]) and clean_token(words[parts[-1][0] - 1].text) not in JOINERS):
         parts.pop()
+    while parts and not parts[-1][1]:  # a joiner or "double" at the end joins nothing: "... double oh ah er"
+        parts.pop()
     if not parts:
         return None
     last = parts[-1][0]
