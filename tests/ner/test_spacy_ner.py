@@ -115,6 +115,10 @@ def test_a_listed_name_is_found_without_a_cue(det, text, name):
     "ok ya ya correct",
     "Patient name please?",
     "patient name",
+    # an identifier's cue word, "I'm" and a form of address after a name cue or a title
+    "patient NRIC, she said",
+    "ok uncle, sir",
+    "receipt just send I'm",
 ])
 def test_common_words_are_not_taken_for_names(det, text):
     assert [t for lab, t in found(det, text) if lab == "PERSON"] == []

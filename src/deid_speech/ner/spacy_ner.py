@@ -73,6 +73,9 @@ NOT_NAMES = frozenset(
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
     "has have had already got it he she they we you him her them me us please name names number "
+    "i i'm im i've i'll sir madam maam ma'am "
+    # the words that announce an identifier are no name ("patient NRIC", "name, IC number")
+    "ic nric fin passport card account phone mobile handphone email address "
     # what follows "call me" when it asks for a call ("call me back later", "call me again tomorrow")
     "back later again tomorrow today tonight now soon when if once after before anytime".split())
 # capitalised words that are not names in call-centre speech (for the proper-noun rule)
