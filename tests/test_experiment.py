@@ -179,14 +179,19 @@ def test_cells_and_systems_can_be_run_alone(tmp_path: Path, monkeypatch, capsys)
     assert results["complete"] is False and {(r["arm"], r["seed"]) for r in results["rows"]} == {
         ("baseline", 0), ("baseline+diverse0.6", 1)}
     assert "Incomplete" in (tmp_path / "exp" / "results.md").read_text()
+    # one more cell alone: its report holds the cells run before it too (as a --jobs cell's does)
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--system", "e2e",
+                 "--cell", "baseline+similar0.3:0"]) == 0
+    assert {(r["arm"], r["seed"]) for r in json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]} == {
+        ("baseline", 0), ("baseline+diverse0.6", 1), ("baseline+similar0.3", 0)}
     # --report: the table of what is finished, nothing run
     calls.clear()
     assert main(["experiment", "--config", str(cfg), "--progress", "off", "--report"]) == 0
-    assert calls == [] and len(json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]) == 2
+    assert calls == [] and len(json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]) == 3
     # the rest later: the finished cells are skipped, the table is whole
     calls.clear()
     assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
-    assert len([c for c in calls if c[0] == "train"]) == 3 * 2 * 2 - 2
+    assert len([c for c in calls if c[0] == "train"]) == 3 * 2 * 2 - 3
     results = json.loads((tmp_path / "exp" / "results.json").read_text())
     assert results["complete"] is True and len(results["rows"]) == 12
     for bad, message in ((["--cell", "diverse0.9:0"], "not an ARM:SEED"), (["--cell", "baseline:7"], "not an ARM:SEED"),

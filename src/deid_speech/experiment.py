@@ -298,6 +298,10 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
     tests = _tests(cfg)
     rows = _run_cells_here(cfg, trains, tests, todo, systems, steps, progress,
                            only_done=bool(failed) or jobs > 1 or report_only)
+    if cells is not None or systems != cfg.systems:  # a part of the matrix (a --jobs cell among them):
+        steps = Steps(out, log)  # its report holds every finished step, other processes' too
+        every = [(arm, seed) for arm in trains for seed in cfg.seeds]
+        rows = _run_cells_here(cfg, trains, tests, every, cfg.systems, steps, progress, only_done=True)
     complete = not failed and cells is None and systems == cfg.systems and (not report_only or all(
         f"eval {s} {a} seed {k} {t}" in steps.done for a, k in todo for s in systems for t in tests))
     results = write_report(cfg, trains, tests, rows, steps, complete=complete)
