@@ -184,14 +184,30 @@ def test_cells_and_systems_can_be_run_alone(tmp_path: Path, monkeypatch, capsys)
                  "--cell", "baseline+similar0.3:0"]) == 0
     assert {(r["arm"], r["seed"]) for r in json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]} == {
         ("baseline", 0), ("baseline+diverse0.6", 1), ("baseline+similar0.3", 0)}
+    # another cell's scores gone (a folder not copied along): this cell still runs and reports the rest
+    lost = tmp_path / "exp" / "runs" / "baseline" / "seed0" / "eval-e2e-test" / "results.json"
+    kept = lost.read_text()
+    lost.unlink()
+    capsys.readouterr()
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--system", "e2e",
+                 "--cell", "baseline+similar0.3:1"]) == 0
+    assert "[miss] eval e2e baseline seed 0 test" in capsys.readouterr().out
+    assert {(r["arm"], r["seed"]) for r in json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]} == {
+        ("baseline+diverse0.6", 1), ("baseline+similar0.3", 0), ("baseline+similar0.3", 1)}
+    lost.write_text(kept)
+    calls.clear()
     # --report: the table of what is finished, nothing run
     calls.clear()
     assert main(["experiment", "--config", str(cfg), "--progress", "off", "--report"]) == 0
-    assert calls == [] and len(json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]) == 3
+    assert calls == [] and len(json.loads((tmp_path / "exp" / "results.json").read_text())["rows"]) == 4
     # the rest later: the finished cells are skipped, the table is whole
     calls.clear()
     assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 0
-    assert len([c for c in calls if c[0] == "train"]) == 3 * 2 * 2 - 3
+    assert len([c for c in calls if c[0] == "train"]) == 3 * 2 * 2 - 4
+    results = json.loads((tmp_path / "exp" / "results.json").read_text())
+    assert results["complete"] is True and len(results["rows"]) == 12
+    # a cell run once every step is done reports the whole table, complete
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--cell", "baseline:0"]) == 0
     results = json.loads((tmp_path / "exp" / "results.json").read_text())
     assert results["complete"] is True and len(results["rows"]) == 12
     for bad, message in ((["--cell", "diverse0.9:0"], "not an ARM:SEED"), (["--cell", "baseline:7"], "not an ARM:SEED"),

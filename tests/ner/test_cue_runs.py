@@ -192,6 +192,18 @@ def test_a_joiner_or_double_at_the_end_of_a_run_is_no_part_of_it(text, label, va
     assert set(found(text)) == {(label, value)}
 
 
+@pytest.mark.parametrize("text", [
+    # a filler at the end bares a stray sentence's sound-only word, which goes too
+    "my card is four five six seven eight the rest for uh",
+    "my phone is nine one two the rest to um",
+    # a look-alike's unit word is found behind fillers
+    "my account number is one two three four five six uh er dollars",
+    "the account one two three four five seven ah er pm",
+])
+def test_fillers_at_a_runs_end_neither_keep_a_stray_tail_nor_hide_a_unit(text):
+    assert found(text) == []
+
+
 def test_the_last_four_digits_do_not_grow_into_a_card_through_the_words_after_them():
     # "I" and "to" once made the four digits six symbols, a card's least
     assert found("just the last four digits of the card six nine seven seven the rest I don't want to stay "

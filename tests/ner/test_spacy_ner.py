@@ -129,6 +129,20 @@ def test_fillers_around_a_name_are_trimmed_and_the_name_kept(det):
     assert ("PERSON", "Siti Aminah") in got and all("ya" not in t.split() for lab, t in got if lab == "PERSON")
 
 
+@pytest.mark.parametrize("text,name", [
+    ("patient name Rajesh", "Rajesh"),  # the name follows the word "name"
+    ("my name is Fin.", "Fin"),  # words that are names as well as identifier or filler words
+    ("call me Fin", "Fin"),
+    ("the patient Im Ha Na", "Im Ha Na"),
+    ("ok Mr K I Tan here", "Mr K I Tan"),
+    ("Will Tan called yesterday", "Will Tan"),
+    ("Please ask An Nguyen", "An Nguyen"),
+    ("I spoke with Ah Beng.", "Ah Beng"),
+])
+def test_names_that_are_also_common_or_cue_words_are_still_found_whole(det, text, name):
+    assert ("PERSON", name) in found(det, text)
+
+
 def test_a_doubted_word_after_a_cue_may_still_be_a_garbled_name(det):
     from deid_speech.types import Transcript
 

@@ -58,14 +58,15 @@ class LeakCounts:
         other = subtract(speech, [(t.start, t.end) for t in truth])
         mine.other_speech_s = sum(b - a for a, b in other)
         mine.over_redacted_s = sum(covered(a, b, regions) for a, b in other)
-        left = subtract(other, subtract(other, regions))  # the over-redacted speech itself
-        for cause, intervals in causes:
-            inside = subtract(left, subtract(left, intervals))
-            if (s := sum(b - a for a, b in inside)) > 0:
-                mine.by_cause[cause] = mine.by_cause.get(cause, 0.0) + s
-            left = subtract(left, intervals)
-        if (s := sum(b - a for a, b in left)) > 1e-9 and causes:
-            mine.by_cause["other"] = s
+        if causes:
+            left = subtract(other, subtract(other, regions))  # the over-redacted speech itself
+            for cause, intervals in causes:
+                inside = subtract(left, subtract(left, intervals))
+                if (s := sum(b - a for a, b in inside)) > 1e-9:
+                    mine.by_cause[cause] = mine.by_cause.get(cause, 0.0) + s
+                left = subtract(left, intervals)
+            if (s := sum(b - a for a, b in left)) > 1e-9:
+                mine.by_cause["other"] = s
         self += mine
         return mine
 

@@ -49,7 +49,7 @@ def markdown(results: dict) -> str:
                        f"{_pct(c['recall'])} | {_pct(c['f1'])} | {r_any} | {lk} |")
         if causes := s["audio_leak"].get("over_redaction_by_cause"):
             out += ["", f"Over-redaction {_pct(s['audio_leak']['over_redaction'])} % of the other speech, by cause: "
-                    + "; ".join(f"{k} {_pct(v)}" for k, v in causes.items()) + "."]
+                    + "; ".join(f"{k} {_pct(v)} %" for k, v in causes.items()) + "."]
     return "\n".join(out) + "\n"
 
 

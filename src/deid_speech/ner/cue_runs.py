@@ -89,6 +89,7 @@ HOMOPHONES = {
     "niner": "9", "wide": "Y", "eggs": "X", "es": "S", "it": "8",
 }
 JOINERS = SPOKEN_JOINERS | {"slash"}
+FILLERS = frozenset("uh um er erm ah hmm".split())  # skipped when looking for a look-alike's context word
 GLUE = frozenset("is was my the number numbers no no. num it's its it is that's that be will i a an of "
                  "uh um er erm ah hmm like ya yeah yes ok is: number: you want here his her our their "
                  "passbook savings current joint card account bank details vehicle car registration plate "
@@ -211,10 +212,11 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
         k += 1
     # a symbol only by its sound after a stray word, at the run's end, is the stray words'
     # sentence going on ("six nine seven seven the rest I don't ..."), not the entity
-    while (len(parts) > 1 and clean_token(words[parts[-1][0]].text) in SOUND_ONLY
-           and not _is_symbolic(words[parts[-1][0] - 1]) and clean_token(words[parts[-1][0] - 1].text) not in JOINERS):
-        parts.pop()
-    while parts and not parts[-1][1]:  # a joiner or "double" at the end joins nothing: "... double oh ah er"
+    # and a joiner or "double" at the end joins nothing ("... double oh ah er" ends at "oh");
+    # either may bare the other ("... the rest for uh")
+    while parts and (not parts[-1][1] or (
+            len(parts) > 1 and clean_token(words[parts[-1][0]].text) in SOUND_ONLY
+            and not _is_symbolic(words[parts[-1][0] - 1]) and clean_token(words[parts[-1][0] - 1].text) not in JOINERS)):
         parts.pop()
     if not parts:
         return None
@@ -254,7 +256,8 @@ def _guess_label(symbols: str) -> str:
 
 def _vetoed(tokens: list[str], first: int, last: int) -> bool:
     before = set(tokens[max(0, first - 3): first])
-    after = set(tokens[last + 1: last + 3])
+    after = set([t for t in tokens[last + 1: last + 6] if t not in FILLERS][:2])  # "six uh er dollars"
+
     return bool(before & NON_PII_BEFORE) or bool(after & NON_PII_AFTER)
 
 

@@ -72,10 +72,11 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
-    "has have had already got it he she they we you him her them me us please name names number "
-    "i i'm im i've i'll sir madam maam ma'am "
-    # the words that announce an identifier are no name ("patient NRIC", "name, IC number")
-    "ic nric fin passport card account phone mobile handphone email address "
+    "has have had already got it he she they we you him her them me us please number "
+    "i'm i've i'll sir madam maam ma'am "
+    # the words that announce an identifier are no name ("patient NRIC", "name, IC number"); not
+    # "fin" or "card", which are names too
+    "ic nric passport account phone mobile handphone email address "
     # what follows "call me" when it asks for a call ("call me back later", "call me again tomorrow")
     "back later again tomorrow today tonight now soon when if once after before anytime".split())
 # capitalised words that are not names in call-centre speech (for the proper-noun rule)
@@ -158,7 +159,7 @@ def _name_after(text: str, pos: int, max_words: int = 4, initials: bool = False)
     joined through bin/binte/s/o/d/o; ``initials``: it may start with single letters (after
     a title: "Mr K Tan", and a garbled name written as letters, "auntie S D")."""
     words = list(re.finditer(r"[A-Za-z][A-Za-z'/-]*", text[pos:pos + 80]))
-    end = None
+    start = end = None
     count = 0
     for m in words:
         w = m.group().lower()
@@ -166,15 +167,19 @@ def _name_after(text: str, pos: int, max_words: int = 4, initials: bool = False)
             break  # punctuation between two words ends the name
         if w in JOINERS and end is not None:
             continue
+        if w in ("name", "name's") and end is None:
+            continue  # "patient name Rajesh": the name follows the word
         if w in NOT_NAMES or count >= max_words or (count == 0 and len(w) < 2 and (not initials or w in ("a", "i"))):
             break
-        if count and m.group()[0].islower() and text[pos + words[0].start()].isupper():
+        if count and m.group()[0].islower() and text[start].isupper():
             break  # "Auntie Mei Ling say ...": a capitalised name ends at a lower-case word
+        if start is None:
+            start = pos + m.start()
         end = pos + m.end()
         count += 1
     if end is None:
         return None
-    return pos + words[0].start(), end
+    return start, end
 
 
 # introductions after which the next words are a name whatever the recogniser made of them
@@ -289,15 +294,16 @@ ORG_WORDS = frozenset("bank insurance clinic hospital polyclinic centre center l
                       "university motors travel".split())
 
 
+# fillers, particles and forms of address that spaCy's small model takes into a PERSON ("ok ya ya
+# correct", "Ya ya"); not "ah", which starts names ("Ah Beng"), nor words that are also names
+FILLERS = frozenset("ok okay ya yah yeah yup lah leh lor eh uh um er hmm please sir madam maam ma'am "
+                    "hello hi bye thanks thank".split())
+
+
 def _without_fillers(text: str, a: int, b: int) -> tuple[int, int] | None:
-    """``text[a:b]`` without the words at either end that no name holds ("ok", "ya", "lah",
-    "please": spaCy's small model tags "ok ya ya correct" as a PERSON); None when no word is left."""
-    words = [m for m in re.finditer(r"[^\s,.?!]+", text[a:b])]
-    keep = [m for m in words if m.group().lower() not in NOT_NAMES and m.group().lower() not in NOT_PERSON]
-    if not keep:
-        return None
-    first, last = words.index(keep[0]), words.index(keep[-1])
-    return a + words[first].start(), a + words[last].end()
+    """``text[a:b]`` without the :data:`FILLERS` at either end; None when nothing else is left."""
+    keep = [m for m in re.finditer(r"[^\s,.?!]+", text[a:b]) if m.group().lower() not in FILLERS]
+    return (a + keep[0].start(), a + keep[-1].end()) if keep else None
 
 
 def _not_a_name(text: str) -> bool:
