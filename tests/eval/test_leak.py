@@ -65,26 +65,32 @@ def test_leak_is_also_counted_per_label():
 
 
 def test_over_redaction_is_split_by_cause_and_the_causes_add_up() -> None:
-    from deid_speech.eval.run import Prediction, over_redaction_causes
-    from deid_speech.redact import Operator, RedactOptions, redaction_regions
-    from deid_speech.types import Transcript
+    """Through eval's own scoring (SystemScore.add): speech no word covered is beeped with the
+    default padding, as redact beeps it, and counted as such."""
+    from pathlib import Path
+
+    from deid_speech.eval.run import Item, Prediction, SystemScore
+    from deid_speech.redact import Operator, RedactOptions
+    from deid_speech.types import Transcript, Word
 
     truth = [Span(2.0, 3.0, "PHONE")]
+    words = [Word(f"w{i}", i / 10, (i + 1) / 10, 0, 0) for i in range(100)]  # speech from 0 to 10 s
+    item = Item("f", Path("f.flac"), "", truth, [], words)
     pred = Prediction(spans=[Span(1.5, 3.0, "PHONE"),  # hits the phone, 0.5 s early: overshoot
                              Span(6.0, 6.5, "DATE"),  # nothing there: a false alarm
                              Span(7.0, 7.2, "DATE")],  # another, close enough to merge
                       transcript=Transcript(text="", words=[]), redacted_transcript="",
                       options=RedactOptions(Operator(pad_before=0.2, pad_after=0.15), merge_gap=1.0),
                       blanked=[(9.0, 9.4)])
-    regions = [(a, b) for a, b, _ in redaction_regions(pred.spans, pred.options)] + pred.blanked
-    lk = LeakCounts()
-    lk.add(truth, regions, [(0.0, 10.0)], causes=over_redaction_causes(truth, pred, regions))
+    score = SystemScore()
+    score.add(item, pred, 10.0)
+    lk = score.leak
     by = lk.by_cause
     assert by["overshoot"] == pytest.approx(0.5)
     assert by["padding"] == pytest.approx(0.2 + 0.15)
     assert by["false alarm DATE"] == pytest.approx((6.65 - 5.8) + (7.35 - 6.8))
-    assert by["merge gap"] == pytest.approx(6.8 - 6.65)  # the pause between the two DATE regions
-    assert by["uncovered speech"] == pytest.approx(0.4)
+    assert by["uncovered speech"] == pytest.approx(0.2 + 0.4 + 0.15)  # padded as redact pads it
+    assert by["merge gap"] == pytest.approx(6.8 - 6.65)  # the pause between the DATE regions (the blank is too far)
     assert "other" not in by
     assert sum(by.values()) == pytest.approx(lk.over_redacted_s)
     shares = lk.as_dict()["over_redaction_by_cause"]

@@ -104,8 +104,8 @@ def test_zero_entity_files_and_empty_predictions() -> None:
     tr = Transcript.from_words(WORDS)
     items = [Item("z", Path("z.flac"), TEXT, [], [], list(tr.words)),
              Item("m", Path("m.flac"), TEXT, [Span(1.0, 2.2, "PHONE")], [EntitySpan(11, 29, "PHONE")], list(tr.words))]
-    preds = iter([(items[0], 5.0, {"s": Prediction([], tr, TEXT, 0.0)}),
-                  (items[1], 5.0, {"s": Prediction([], tr, TEXT, 0.0)})])
+    preds = iter([(items[0], 5.0, {"s": Prediction([], tr, TEXT)}),
+                  (items[1], 5.0, {"s": Prediction([], tr, TEXT)})])
     r = evaluate(items, preds)["systems"]["s"]
     o = r["timestamp_overlap"]["overall"]
     assert (o["recall"], o["precision"], o["n_pred"]) == (0.0, 1.0, 0)

@@ -106,8 +106,14 @@ def over_redaction_causes(truth: list[Span], pred: Prediction,
             padded.append(wide)
         else:
             alarms.setdefault(f"false alarm {s.label or 'unlabelled'}", []).append(wide)
+    op = pred.options.operator("")  # speech no word covered takes the default operator, as in redact
+    blanks = [(max(0.0, s.start - op.pad_before), s.end + op.pad_after) for s in _blank_spans(pred)]
     return [("overshoot", hits), ("padding", padded), *sorted(alarms.items()),
-            ("uncovered speech", list(pred.blanked)), ("merge gap", regions)]
+            ("uncovered speech", blanks), ("merge gap", regions)]
+
+
+def _blank_spans(pred: Prediction) -> list[Span]:
+    return [Span(a, b, source="uncovered") for a, b in pred.blanked if b > a]
 
 
 @dataclass
@@ -127,8 +133,8 @@ class SystemScore:
     def add(self, item: Item, pred: Prediction, duration: float) -> None:
         self.agnostic.add(item.entities, pred.spans)
         self.exact.add(item.entities, pred.spans, label_exact=True)
-        regions = [(a, min(duration, b)) for a, b, _ in redaction_regions(pred.spans, pred.options)] \
-            + list(pred.blanked)
+        # what redact beeps: the spans and the speech no word covered, padded and merged alike
+        regions = [(a, min(duration, b)) for a, b, _ in redaction_regions(pred.spans + _blank_spans(pred), pred.options)]
         speech = [(w.start, w.end) for w in (item.words or pred.transcript.words)]
         file_leak = self.leak.add(item.entities, regions, speech,
                                   causes=over_redaction_causes(item.entities, pred, regions))
