@@ -250,13 +250,18 @@ def level_from_frames(rms: np.ndarray) -> float:
     return float(np.sqrt(np.mean(active.astype(np.float64) ** 2))) if active.size else 0.0
 
 
+def padded(span: Span, options: RedactOptions) -> tuple[float, float]:
+    """``span`` widened by its label's padding (no label: the default operator's)."""
+    op = options.operator(span.label)
+    return max(0.0, span.start - op.pad_before), span.end + op.pad_after
+
+
 def redaction_regions(spans: list[Span], options: RedactOptions) -> list[tuple[float, float, Operator]]:
     """Each span widened by its label's padding (a span with no label, such as speech no
     word covered, takes the default operator), sorted by start; a region that ends less
     than ``merge_gap`` before the next begins is stretched to it, so the pause between two
     redactions is redacted too."""
-    regions = sorted(((max(0.0, s.start - op.pad_before), s.end + op.pad_after, op)
-                      for s in spans for op in [options.operator(s.label)]), key=lambda r: (r[0], r[1]))
+    regions = sorted(((*padded(s, options), options.operator(s.label)) for s in spans), key=lambda r: (r[0], r[1]))
     out: list[tuple[float, float, Operator]] = []
     last = -1  # the region reaching furthest so far
     for a, b, op in regions:

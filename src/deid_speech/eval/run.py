@@ -21,7 +21,7 @@ from deid_speech.errors import DeidError
 from deid_speech.eval.leak import LeakCounts
 from deid_speech.eval.overlap import OverlapScore
 from deid_speech.eval.text import SPrivCounts, TextSpanScore, error_rate, residual_risk, risk_summary, spriv, word_errors
-from deid_speech.redact import RedactOptions, redaction_regions
+from deid_speech.redact import RedactOptions, padded, redaction_regions
 from deid_speech.systems import RECOGNISER, VERIFIER, VERIFY_PASSES
 from deid_speech.types import EntitySpan, Span, Transcript, Word
 
@@ -97,18 +97,15 @@ def over_redaction_causes(truth: list[Span], pred: Prediction,
     of such a span), ``false alarm LABEL`` (a span, padding included, that overlaps no true
     entity), ``uncovered speech`` (speech no word covered, beeped), ``merge gap`` (a pause
     between two close regions, redacted with them)."""
-    hits, padded, alarms = [], [], {}
+    hits, pads, alarms = [], [], {}
     for s in pred.spans:
-        op = pred.options.operator(s.label)
-        wide = (max(0.0, s.start - op.pad_before), s.end + op.pad_after)
         if any(s.overlaps(t) for t in truth):
             hits.append((s.start, s.end))
-            padded.append(wide)
+            pads.append(padded(s, pred.options))
         else:
-            alarms.setdefault(f"false alarm {s.label or 'unlabelled'}", []).append(wide)
-    op = pred.options.operator("")  # speech no word covered takes the default operator, as in redact
-    blanks = [(max(0.0, s.start - op.pad_before), s.end + op.pad_after) for s in _blank_spans(pred)]
-    return [("overshoot", hits), ("padding", padded), *sorted(alarms.items()),
+            alarms.setdefault(f"false alarm {s.label or 'unlabelled'}", []).append(padded(s, pred.options))
+    blanks = [padded(s, pred.options) for s in _blank_spans(pred)]  # the default operator's padding, as in redact
+    return [("overshoot", hits), ("padding", pads), *sorted(alarms.items()),
             ("uncovered speech", blanks), ("merge gap", regions)]
 
 

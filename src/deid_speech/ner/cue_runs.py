@@ -257,7 +257,6 @@ def _guess_label(symbols: str) -> str:
 def _vetoed(tokens: list[str], first: int, last: int) -> bool:
     before = set(tokens[max(0, first - 3): first])
     after = set([t for t in tokens[last + 1: last + 6] if t not in FILLERS][:2])  # "six uh er dollars"
-
     return bool(before & NON_PII_BEFORE) or bool(after & NON_PII_AFTER)
 
 
