@@ -321,15 +321,19 @@ def test_shipped_configs_parse() -> None:
     assert (llm_gpu["data"], llm_gpu["tts"], llm_gpu["tests"]) == (llm["data"], llm["tts"], llm["tests"])
     assert [a["sentences"] for a in llm_gpu["arm"]] == [a["sentences"] for a in llm["arm"]]
     assert llm_gpu["systems"] == ["cascade", "e2e"] and llm_gpu["device"] == "cuda" and len(llm_gpu["seeds"]) >= 2
-    # the job's sentences are in the repository: each file holds its own arm's sentences only
-    for a in llm["arm"]:
-        held = 0
+    # the job's sentences are in the repository: each file holds its own arm's sentences only,
+    # and together (taken in turn, a frame another job gave skipped) at least the n each config asks
+    from deid_speech.make_dataset import take_in_turn
+
+    for a, a_gpu in zip(llm["arm"], llm_gpu["arm"]):
+        shards = []
         for shard in a["sentences"]:  # one file per job (seed); a job just started may have none yet
             rows = [json.loads(x) for x in (ROOT / "configs" / "experiments" / shard).read_text().splitlines()]
             assert {(r["strategy"], r["temperature"]) for r in rows} <= {(a["strategy"], a["temperature"])}
             assert len({r["text"] for r in rows}) == len(rows)  # de-duplicated
-            held += len(rows)
-        assert held >= 40
+            shards.append(rows)
+        held = len(take_in_turn(shards)[0])
+        assert held >= max(40, a["n"], a_gpu["n"]), (a["strategy"], a["temperature"], held)
 
 
 def test_summary_means_over_seeds_only_within_a_cell() -> None:

@@ -168,8 +168,6 @@ def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) 
 
     if not arm.sentences:
         return augment(seed_train, out, opts, make_backend(arm.backend, arm.model, pool, arm.host))
-    from deid_speech.augment.validate import frame_key
-
     srcs = [Path(arm.sentences)] if isinstance(arm.sentences, str) else [Path(x) for x in arm.sentences]
     shards = []
     for src in srcs:
@@ -179,16 +177,7 @@ def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) 
         if other := {(r.get("strategy"), r.get("temperature")) for r in rows} - {(arm.strategy, opts.temp), (None, None)}:
             raise DeidError(f"arm {arm.name}: {src} holds sentences of another arm {sorted(map(str, other))[0]}")
         shards.append(rows)
-    # in turn: the first row of each shard, then the second, ...; a row whose sentence frame another
-    # shard gave already is skipped (within one shard, its job's validation has judged duplicates)
-    rows, seen, used = [], {}, [0] * len(shards)
-    for i in range(max(map(len, shards))):
-        for k, shard in enumerate(shards):
-            if i >= len(shard) or len(rows) == opts.n:
-                continue
-            if seen.setdefault(frame_key(shard[i]["tagged"]), k) == k:
-                rows.append(shard[i])
-                used[k] = i + 1
+    rows, used = take_in_turn(shards, opts.n)
     names = ", ".join(map(str, srcs))
     if len(rows) < opts.n:
         raise DeidError(f"arm {arm.name}: {names} holds {len(rows)} sentences, the arm needs {opts.n}")
@@ -198,6 +187,24 @@ def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) 
     return {"out": str(out), "accepted": opts.n, "requests": requests,
             "complete": True, "backend": first.get("backend", "file"), "model": first.get("model", ""),
             "sentences": names}
+
+
+def take_in_turn(shards: list[list[dict]], n: int | None = None) -> tuple[list[dict], list[int]]:
+    """Up to ``n`` rows (all: None) of several jobs' files, in turn: the first row of each shard,
+    then the second, ...; a row whose sentence frame another shard gave already is skipped (within
+    one shard, its job's validation has judged duplicates). Returns the rows and how many rows of
+    each shard were read."""
+    from deid_speech.augment.validate import frame_key
+
+    rows, seen, used = [], {}, [0] * len(shards)
+    for i in range(max(map(len, shards), default=0)):
+        for k, shard in enumerate(shards):
+            if i >= len(shard) or len(rows) == n:
+                continue
+            if seen.setdefault(frame_key(shard[i]["tagged"]), k) == k:
+                rows.append(shard[i])
+                used[k] = i + 1
+    return rows, used
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
