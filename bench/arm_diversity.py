@@ -5,7 +5,7 @@ the same size (issue 21: distinct-2 and self-BLEU per arm against the seed corpu
         [--draws 5] [--out bench/results/arm-diversity-n300.json]
 
 For each ``[[arm]]`` with ``sentences`` files: the first ``n`` sentences exactly as the matrix
-takes them (``make_dataset.take_in_turn``), their distinct-2, self-BLEU, and BLEU against the
+takes them (``make_dataset.arm_shards`` and ``take_in_turn``), their distinct-2, self-BLEU, and BLEU against the
 seed corpus (how closely they copy it: each sampled sentence against every seed sentence).
 distinct-2 falls as a set grows, so the seed corpus is scored on random draws of the same
 size (mean and sd over ``--draws`` draws) rather than whole.
@@ -22,8 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from augment_bench import _bleu, distinct_n, self_bleu  # noqa: E402
 from deid_speech import models as shipped  # noqa: E402
+from deid_speech.augment.run import AugmentOptions  # noqa: E402
 from deid_speech.augment.seed import load_split  # noqa: E402
-from deid_speech.make_dataset import read_toml, take_in_turn  # noqa: E402
+from deid_speech.errors import DeidError  # noqa: E402
+from deid_speech.make_dataset import arm_shards, parse_arms, read_toml, take_in_turn  # noqa: E402
 
 
 def bleu_to(texts: list[str], refs: list[str], sample: int = 100, seed: int = 0) -> float:
@@ -54,18 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"config": str(args.config), "seed_file": str(args.seed_file),
                      "seed_corpus_size": len(seed_texts), "arms": {}}
     sizes = set()
-    for arm in cfg.get("arm", []):
-        if not arm.get("sentences"):
+    for arm in parse_arms(cfg.get("arm", []), args.config.parent):
+        if not arm.sentences:
             continue
-        files = [args.config.parent / f for f in arm["sentences"]]
-        shards = [load_split(f) for f in files]
-        rows, _ = take_in_turn(shards, arm["n"])
-        if len(rows) < arm["n"]:
-            print(f"error: arm {arm['strategy']}{arm['temperature']}: {len(rows)} sentences, n = {arm['n']}",
-                  file=sys.stderr)
+        try:
+            _, shards = arm_shards(arm, AugmentOptions(arm.strategy, arm.temperature).temp)
+        except DeidError as e:
+            print(f"error: {e}", file=sys.stderr)
             return 1
-        name = f"{arm['strategy']}{arm['temperature']}"
-        results["arms"][name] = describe([r["text"] for r in rows], seed_texts)
+        rows, _ = take_in_turn(shards, arm.n)
+        if len(rows) < arm.n:
+            print(f"error: arm {arm.name}: {len(rows)} sentences, n = {arm.n}", file=sys.stderr)
+            return 1
+        results["arms"][arm.name] = describe([r["text"] for r in rows], seed_texts)
         sizes.add(len(rows))
     for n in sorted(sizes):
         if n > len(seed_texts):

@@ -164,19 +164,10 @@ def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) 
     run's output, checked and tag-validated as any seed file is."""
     from deid_speech.augment.llm import make_backend
     from deid_speech.augment.run import augment
-    from deid_speech.augment.seed import load_split
 
     if not arm.sentences:
         return augment(seed_train, out, opts, make_backend(arm.backend, arm.model, pool, arm.host))
-    srcs = [Path(arm.sentences)] if isinstance(arm.sentences, str) else [Path(x) for x in arm.sentences]
-    shards = []
-    for src in srcs:
-        if not src.is_file():
-            raise DeidError(f"arm {arm.name}: {src}: no such sentences file")
-        rows = load_split(src)
-        if other := {(r.get("strategy"), r.get("temperature")) for r in rows} - {(arm.strategy, opts.temp), (None, None)}:
-            raise DeidError(f"arm {arm.name}: {src} holds sentences of another arm {sorted(map(str, other))[0]}")
-        shards.append(rows)
+    srcs, shards = arm_shards(arm, opts.temp)
     rows, used = take_in_turn(shards, opts.n)
     names = ", ".join(map(str, srcs))
     if len(rows) < opts.n:
@@ -187,6 +178,23 @@ def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) 
     return {"out": str(out), "accepted": opts.n, "requests": requests,
             "complete": True, "backend": first.get("backend", "file"), "model": first.get("model", ""),
             "sentences": names}
+
+
+def arm_shards(arm: Arm, temp: float) -> tuple[list[Path], list[list[dict]]]:
+    """The files of ``arm.sentences`` and the rows of each, every row checked to be this arm's
+    (its strategy at ``temp``, the temperature the arm resolves to; rows that name no arm pass)."""
+    from deid_speech.augment.seed import load_split
+
+    srcs = [Path(arm.sentences)] if isinstance(arm.sentences, str) else [Path(x) for x in arm.sentences]
+    shards = []
+    for src in srcs:
+        if not src.is_file():
+            raise DeidError(f"arm {arm.name}: {src}: no such sentences file")
+        rows = load_split(src)
+        if other := {(r.get("strategy"), r.get("temperature")) for r in rows} - {(arm.strategy, temp), (None, None)}:
+            raise DeidError(f"arm {arm.name}: {src} holds sentences of another arm {sorted(map(str, other))[0]}")
+        shards.append(rows)
+    return srcs, shards
 
 
 def take_in_turn(shards: list[list[dict]], n: int | None = None) -> tuple[list[dict], list[int]]:
