@@ -3,6 +3,7 @@ is the mean of what the evaluations wrote, and a rerun skips finished steps."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -321,6 +322,20 @@ def test_shipped_configs_parse() -> None:
     assert (llm_gpu["data"], llm_gpu["tts"], llm_gpu["tests"]) == (llm["data"], llm["tts"], llm["tests"])
     assert [a["sentences"] for a in llm_gpu["arm"]] == [a["sentences"] for a in llm["arm"]]
     assert llm_gpu["systems"] == ["cascade", "e2e"] and llm_gpu["device"] == "cuda" and len(llm_gpu["seeds"]) >= 2
+    # its E2E half with a budget in passes: everything else as small-llm.toml, and the Baseline's
+    # 3 passes are exactly small-llm.toml's 60 steps (so its trainings may be copied over)
+    epochs = read_toml(ROOT / "configs" / "experiments" / "small-llm-epochs.toml")
+    e2e, e2e_epochs = llm["train"]["e2e"], epochs["train"]["e2e"]
+    assert {k: v for k, v in epochs.items() if k not in ("out_dir", "systems", "train")} == \
+        {k: v for k, v in llm.items() if k not in ("out_dir", "systems", "train")}
+    assert epochs["systems"] == ["e2e"] and epochs["out_dir"] != llm["out_dir"]
+    steps = int(e2e[e2e.index("--max-steps") + 1])
+    passes = int(e2e_epochs[e2e_epochs.index("--epochs") + 1])
+    assert "--max-steps" not in e2e_epochs and [x for x in e2e_epochs if x not in ("--epochs", str(passes))] == \
+        [x for x in e2e if x not in ("--max-steps", str(steps))]
+    from deid_speech.asr.trainer import FinetuneOptions
+
+    assert passes * math.ceil(llm["data"]["limit"]["train"] / FinetuneOptions(Path("m")).batch_size) == steps
     # the job's sentences are in the repository: each file holds its own arm's sentences only,
     # and together (taken in turn, a frame another job gave skipped) at least the n each config asks
     from deid_speech.make_dataset import take_in_turn
