@@ -335,7 +335,16 @@ def test_shipped_configs_parse() -> None:
         [x for x in e2e if x not in ("--max-steps", str(steps))]
     from deid_speech.asr.trainer import FinetuneOptions
 
-    assert passes * math.ceil(llm["data"]["limit"]["train"] / FinetuneOptions(Path("m")).batch_size) == steps
+    batch = FinetuneOptions(Path("m")).batch_size
+    assert passes * math.ceil(llm["data"]["limit"]["train"] / batch) == steps
+    # and with the same steps for all: an arm's steps are its passes of small-llm-epochs.toml
+    same_steps = read_toml(ROOT / "configs" / "experiments" / "small-llm-steps174.toml")
+    e2e_steps = same_steps["train"]["e2e"]
+    assert {k: v for k, v in same_steps.items() if k not in ("out_dir", "train")} == \
+        {k: v for k, v in epochs.items() if k not in ("out_dir", "train")} and same_steps["out_dir"] != epochs["out_dir"]
+    n_steps = int(e2e_steps[e2e_steps.index("--max-steps") + 1])
+    assert [str(steps) if x == str(n_steps) else x for x in e2e_steps] == e2e  # only the number differs
+    assert {passes * math.ceil((llm["data"]["limit"]["train"] + a["n"]) / batch) for a in epochs["arm"]} == {n_steps}
     # the job's sentences are in the repository: each file holds its own arm's sentences only,
     # and together (taken in turn, a frame another job gave skipped) at least the n each config asks
     from deid_speech.make_dataset import take_in_turn
