@@ -324,26 +324,28 @@ def test_shipped_configs_parse() -> None:
     assert llm_gpu["systems"] == ["cascade", "e2e"] and llm_gpu["device"] == "cuda" and len(llm_gpu["seeds"]) >= 2
     # its E2E half with a budget in passes: everything else as small-llm.toml, and the Baseline's
     # 3 passes are exactly small-llm.toml's 60 steps (so its trainings may be copied over)
+    def budget(args: list[str], flag: str) -> tuple[list[str], int]:
+        """The training arguments without ``flag`` and its value, and the value."""
+        i = args.index(flag)
+        return args[:i] + args[i + 2:], int(args[i + 1])
+
     epochs = read_toml(ROOT / "configs" / "experiments" / "small-llm-epochs.toml")
-    e2e, e2e_epochs = llm["train"]["e2e"], epochs["train"]["e2e"]
     assert {k: v for k, v in epochs.items() if k not in ("out_dir", "systems", "train")} == \
         {k: v for k, v in llm.items() if k not in ("out_dir", "systems", "train")}
     assert epochs["systems"] == ["e2e"] and epochs["out_dir"] != llm["out_dir"]
-    steps = int(e2e[e2e.index("--max-steps") + 1])
-    passes = int(e2e_epochs[e2e_epochs.index("--epochs") + 1])
-    assert "--max-steps" not in e2e_epochs and [x for x in e2e_epochs if x not in ("--epochs", str(passes))] == \
-        [x for x in e2e if x not in ("--max-steps", str(steps))]
+    rest, steps = budget(llm["train"]["e2e"], "--max-steps")
+    rest_epochs, passes = budget(epochs["train"]["e2e"], "--epochs")
+    assert rest_epochs == rest  # only the budget differs (and no --max-steps is left over it)
     from deid_speech.asr.trainer import FinetuneOptions
 
     batch = FinetuneOptions(Path("m")).batch_size
     assert passes * math.ceil(llm["data"]["limit"]["train"] / batch) == steps
     # and with the same steps for all: an arm's steps are its passes of small-llm-epochs.toml
     same_steps = read_toml(ROOT / "configs" / "experiments" / "small-llm-steps174.toml")
-    e2e_steps = same_steps["train"]["e2e"]
     assert {k: v for k, v in same_steps.items() if k not in ("out_dir", "train")} == \
         {k: v for k, v in epochs.items() if k not in ("out_dir", "train")} and same_steps["out_dir"] != epochs["out_dir"]
-    n_steps = int(e2e_steps[e2e_steps.index("--max-steps") + 1])
-    assert [str(steps) if x == str(n_steps) else x for x in e2e_steps] == e2e  # only the number differs
+    rest_steps, n_steps = budget(same_steps["train"]["e2e"], "--max-steps")
+    assert rest_steps == rest  # only the number of steps differs
     assert {passes * math.ceil((llm["data"]["limit"]["train"] + a["n"]) / batch) for a in epochs["arm"]} == {n_steps}
     # the job's sentences are in the repository: each file holds its own arm's sentences only,
     # and together (taken in turn, a frame another job gave skipped) at least the n each config asks
