@@ -25,7 +25,7 @@ from deid_speech import models as shipped  # noqa: E402
 from deid_speech.augment.run import AugmentOptions  # noqa: E402
 from deid_speech.augment.seed import load_split  # noqa: E402
 from deid_speech.errors import DeidError  # noqa: E402
-from deid_speech.make_dataset import arm_shards, parse_arms, read_toml, take_in_turn  # noqa: E402
+from deid_speech.make_dataset import arm_shards, parse_arms, read_config, take_in_turn  # noqa: E402
 
 
 def bleu_to(texts: list[str], refs: list[str], sample: int = 100, seed: int = 0) -> float:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--draws", type=int, default=5)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    cfg = read_toml(args.config)
+    cfg = read_config(args.config)[0]
     if args.seed_file is None:
         args.seed_file = shipped.path("seed") / "train.jsonl"
     seed_texts = [r["text"] for r in load_split(args.seed_file)]

@@ -186,16 +186,21 @@ def copy_manifest(src: Path, root: Path, mirror: Path, done: dict[Path, Path]) -
     return len(out)
 
 
-def device_config(text: str, base: str) -> str:
-    """The config with ``--base`` added to the e2e trainer's options."""
+def device_config(text: str, base: str, e2e: list[str] = ()) -> str:
+    """The config with ``--base`` added to the e2e trainer's options: to its ``e2e`` line, or,
+    where the file has none, to ``e2e`` (the options its own base configs give it)."""
     m = re.search(r"^e2e\s*=\s*\[", text, flags=re.M)
-    if not m:
-        return text.rstrip() + f'\n\n[train]\ne2e = ["--base", "{base}"]\n'
-    return text[:m.end()] + f'"--base", "{base}", ' + text[m.end():]
+    if m:
+        return text[:m.end()] + f'"--base", "{base}", ' + text[m.end():]
+    line = "e2e = " + json.dumps(["--base", base, *e2e])
+    if t := re.search(r"^\[train\][ \t]*$", text, flags=re.M):
+        return text[:t.end()] + "\n" + line + text[t.end():]
+    return text.rstrip() + f"\n\n[train]\n{line}\n"
 
 
 def pack(config: Path, out: Path, telephone: bool) -> dict:
     from deid_speech.experiment import TEST_SETS, ExperimentConfig
+    from deid_speech.make_dataset import read_config
 
     cfg = ExperimentConfig.load(config)
     steps = json.loads((cfg.out_dir / "steps.json").read_text())
@@ -227,9 +232,13 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     exp = mirror / cfg.out_dir.relative_to(root)
     (exp / "steps.json").write_text(json.dumps({k: steps[k] for k in need}, indent=2) + "\n")
     shutil.copy2(data / "dataset.json", exp / "data" / "dataset.json")
-    cfg_dst = mirror / config.resolve().relative_to(root)
+    first, *bases = read_config(config)[1]  # the config, then its base configs (the same folder)
+    cfg_dst = mirror / first.relative_to(root)
     cfg_dst.parent.mkdir(parents=True, exist_ok=True)
-    cfg_dst.write_text(device_config(config.read_text(), str((a / "base-hf").relative_to(root))))
+    cfg_dst.write_text(device_config(first.read_text(), str((a / "base-hf").relative_to(root)),
+                                     cfg.train_args.get("e2e", [])))
+    for f in bases:
+        shutil.copy2(f, cfg_dst.parent / f.name)
     report["audio_files"] = len(done)
     for part in (a, b):
         report[f"{part.name}_mb"] = round(sum(f.stat().st_size for f in part.rglob("*") if f.is_file()) / 2**20, 1)

@@ -298,6 +298,44 @@ def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
         ExperimentConfig.load(p)
 
 
+def test_a_config_overrides_its_base(tmp_path: Path) -> None:
+    """Tables merge key by key, lists and values are replaced whole, a base may have a base,
+    and the record written beside the outputs holds every file's text."""
+    from deid_speech.make_dataset import config_record, read_config
+
+    (tmp_path / "a.toml").write_text('out_dir = "out/a"\nseeds = [0, 1]\n[data]\nseed = 3\n'
+                                     '[train]\nner = ["--asr-noise"]\ne2e = ["--max-steps", "60"]\n'
+                                     '[[arm]]\nstrategy = "similar"\nn = 5\n[[arm]]\nstrategy = "diverse"\nn = 5\n')
+    (tmp_path / "b.toml").write_text('base = "a.toml"\nout_dir = "out/b"\n[train]\ne2e = ["--epochs", "3"]\n'
+                                     '[[arm]]\nstrategy = "diverse"\ntemperature = 0.3\nn = 7\n')
+    (tmp_path / "c.toml").write_text('base = "b.toml"\nout_dir = "out/c"\nsystems = ["e2e"]\n')
+    c = ExperimentConfig.load(tmp_path / "c.toml")
+    assert c.out_dir == tmp_path / "out" / "c" and c.seeds == (0, 1) and c.systems == ("e2e",)
+    assert c.data.seed == 3 and c.data.out_dir == tmp_path / "out" / "c" / "data"
+    assert c.train_args == {"ner": ["--asr-noise"], "e2e": ["--epochs", "3"]}
+    assert [(a.strategy, a.temperature, a.n) for a in c.arms] == [("diverse", 0.3, 7)]  # b's list, whole
+    raw, files = read_config(tmp_path / "c.toml")
+    assert "base" not in raw and files == [tmp_path / f for f in ("c.toml", "b.toml", "a.toml")]
+    record = config_record(files)
+    assert record.startswith('base = "b.toml"') and "# ---- its base, a.toml ----\n# out_dir = \"out/a\"" in record
+    assert ExperimentConfig.load(tmp_path / "a.toml").train_args["e2e"] == ["--max-steps", "60"]  # the base alone
+
+
+@pytest.mark.parametrize("text, message", [
+    ('base = "e.toml"\nout_dir = "x"', "form a loop"),
+    ('base = "../a.toml"\nout_dir = "x"', "in the same folder"),
+    ('base = 3\nout_dir = "x"', "in the same folder"),
+    ('base = "nowhere.toml"\nout_dir = "x"', "no such config file"),
+    ('base = "a.toml"', "an out_dir of its own"),
+])
+def test_bad_bases_are_named(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "a.toml").write_text('out_dir = "a"\n')
+    p = tmp_path / "e.toml"
+    p.write_text(text)
+    with pytest.raises(DeidError, match=message):
+        ExperimentConfig.load(p)
+
+
 def test_shipped_configs_parse() -> None:
     small = ExperimentConfig.load(ROOT / "configs" / "experiments" / "small.toml")
     assert small.arm_names() == ["baseline", "baseline+similar0.3", "baseline+similar0.6",
@@ -305,23 +343,28 @@ def test_shipped_configs_parse() -> None:
     assert small.data.tts.telephone_test and not small.data.augment
     gpu = ExperimentConfig.load(ROOT / "configs" / "experiments" / "gpu.toml")
     assert len(gpu.seeds) == 3 and {a.backend for a in gpu.arms} == {"ollama"} and gpu.device == "cuda"
-    small_gpu = ExperimentConfig.load(ROOT / "configs" / "experiments" / "small-gpu.toml")
-    assert small_gpu.systems == ("e2e",) and small_gpu.device == "cuda"
-    assert (small_gpu.data, small_gpu.arms) == (small.data.__class__(**{**small.data.__dict__,
-                                                                          "out_dir": small_gpu.data.out_dir}),
-                                                small.arms)  # the same data as small.toml
-    # the LLM matrix: small.toml's data, its arms from the job's files (bench/results/llm-arms)
-    from deid_speech.make_dataset import read_toml
+    # the LLM matrix: small.toml's data and training (its base), its arms from the job's files
+    from deid_speech.make_dataset import read_config
 
-    llm, raw_small = (read_toml(ROOT / "configs" / "experiments" / f) for f in ("small-llm.toml", "small.toml"))
-    assert (llm["data"], llm["tts"], llm["train"]) == (raw_small["data"], raw_small["tts"], raw_small["train"])
-    assert {(a["strategy"], a["temperature"]) for a in llm["arm"]} <= {(a.strategy, a.temperature) for a in small.arms}
-    assert all(f.endswith(f"/{a['strategy']}{a['temperature']}.jsonl") for a in llm["arm"] for f in a["sentences"])
+    def load(name: str) -> ExperimentConfig:
+        return ExperimentConfig.load(ROOT / "configs" / "experiments" / name)
+
+    def same(cfg: ExperimentConfig, other: ExperimentConfig, **kw) -> bool:
+        """``other`` is ``cfg`` with ``kw`` replaced (and its data in other's out_dir, which a
+        machine may have linked elsewhere: the path is resolved)."""
+        assert other.data.out_dir == (other.out_dir / "data").resolve()
+        return replace(cfg, **kw, data=replace(cfg.data, out_dir=other.data.out_dir)) == other
+
+    llm = load("small-llm.toml")
+    assert same(small, llm, out_dir=llm.out_dir, seeds=(0, 1), arms=llm.arms, extra_tests=llm.extra_tests)
+    assert {(a.strategy, a.temperature) for a in llm.arms} == {(a.strategy, a.temperature) for a in small.arms}
+    assert all(f.endswith(f"/{a.strategy}{a.temperature}.jsonl") for a in llm.arms for f in a.sentences)
+    assert set(llm.extra_tests) == {"unseen_utterances", "unseen_calls"}
     # its GPU twin: the same data and sentence files, both halves of the matrix, on CUDA
-    llm_gpu = read_toml(ROOT / "configs" / "experiments" / "small-llm-gpu.toml")
-    assert (llm_gpu["data"], llm_gpu["tts"], llm_gpu["tests"]) == (llm["data"], llm["tts"], llm["tests"])
-    assert [a["sentences"] for a in llm_gpu["arm"]] == [a["sentences"] for a in llm["arm"]]
-    assert llm_gpu["systems"] == ["cascade", "e2e"] and llm_gpu["device"] == "cuda" and len(llm_gpu["seeds"]) >= 2
+    llm_gpu = load("small-llm-gpu.toml")
+    assert same(llm, llm_gpu, out_dir=llm_gpu.out_dir, device="cuda",
+                train_args={**llm.train_args, "e2e": llm_gpu.train_args["e2e"]})
+    assert "--freeze-encoder" not in llm_gpu.train_args["e2e"]
     # its E2E half with a budget in passes: everything else as small-llm.toml, and the Baseline's
     # 3 passes are exactly small-llm.toml's 60 steps (so its trainings may be copied over)
     def budget(args: list[str], flag: str) -> tuple[list[str], int]:
@@ -329,24 +372,29 @@ def test_shipped_configs_parse() -> None:
         i = args.index(flag)
         return args[:i] + args[i + 2:], int(args[i + 1])
 
-    epochs = read_toml(ROOT / "configs" / "experiments" / "small-llm-epochs.toml")
-    assert {k: v for k, v in epochs.items() if k not in ("out_dir", "systems", "train")} == \
-        {k: v for k, v in llm.items() if k not in ("out_dir", "systems", "train")}
-    assert epochs["systems"] == ["e2e"] and epochs["out_dir"] != llm["out_dir"]
-    rest, steps = budget(llm["train"]["e2e"], "--max-steps")
-    rest_epochs, passes = budget(epochs["train"]["e2e"], "--epochs")
+    epochs, same_steps = load("small-llm-epochs.toml"), load("small-llm-steps174.toml")
+    for cfg in (epochs, same_steps):
+        assert cfg.out_dir not in (llm.out_dir, llm_gpu.out_dir)
+        assert same(llm, cfg, out_dir=cfg.out_dir, systems=("e2e",),
+                    train_args={**llm.train_args, "e2e": cfg.train_args["e2e"]})
+    assert epochs.out_dir != same_steps.out_dir
+    rest, steps = budget(llm.train_args["e2e"], "--max-steps")
+    rest_epochs, passes = budget(epochs.train_args["e2e"], "--epochs")
     assert rest_epochs == rest  # only the budget differs (and no --max-steps is left over it)
     from deid_speech.asr.trainer import FinetuneOptions
 
     batch = FinetuneOptions(Path("m")).batch_size
-    assert passes * math.ceil(llm["data"]["limit"]["train"] / batch) == steps
+    train_n = llm.data.limit["train"]
+    assert passes * math.ceil(train_n / batch) == steps
     # and with the same steps for all: an arm's steps are its passes of small-llm-epochs.toml
-    same_steps = read_toml(ROOT / "configs" / "experiments" / "small-llm-steps174.toml")
-    assert {k: v for k, v in same_steps.items() if k not in ("out_dir", "train")} == \
-        {k: v for k, v in epochs.items() if k not in ("out_dir", "train")} and same_steps["out_dir"] != epochs["out_dir"]
-    rest_steps, n_steps = budget(same_steps["train"]["e2e"], "--max-steps")
+    rest_steps, n_steps = budget(same_steps.train_args["e2e"], "--max-steps")
     assert rest_steps == rest  # only the number of steps differs
-    assert {passes * math.ceil((llm["data"]["limit"]["train"] + a["n"]) / batch) for a in epochs["arm"]} == {n_steps}
+    assert {passes * math.ceil((train_n + a.n) / batch) for a in epochs.arms} == {n_steps}
+    # the small matrix's GPU half: small.toml's data and arms
+    small_gpu = load("small-gpu.toml")
+    assert same(small, small_gpu, out_dir=small_gpu.out_dir, systems=("e2e",), device="cuda",
+                train_args={**small.train_args, "e2e": small_gpu.train_args["e2e"]})
+    llm, llm_gpu = (read_config(ROOT / "configs" / "experiments" / f)[0] for f in ("small-llm.toml", "small-llm-gpu.toml"))
     # the job's sentences are in the repository: each file holds its own arm's sentences only,
     # and together (taken in turn, a frame another job gave skipped) at least the n each config asks
     from deid_speech.make_dataset import take_in_turn

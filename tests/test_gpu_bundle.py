@@ -7,6 +7,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,10 @@ def test_the_device_config_trains_from_the_carried_base() -> None:
     out = gpu_bundle.device_config(text, ".gpu/a/base-hf")
     assert 'e2e = ["--base", ".gpu/a/base-hf", "--max-steps", "200"]' in out and 'ner = ["--asr-noise"]' in out
     assert gpu_bundle.device_config('out_dir = "x"\n', "B").endswith('[train]\ne2e = ["--base", "B"]\n')
+    # a config whose e2e options come from its base: they are written out, after --base
+    derived = 'base = "s.toml"\nout_dir = "y"\n[train]\nner = []\n'
+    out = gpu_bundle.device_config(derived, "B", ["--lr", "1e-4"])
+    assert tomllib.loads(out)["train"] == {"ner": [], "e2e": ["--base", "B", "--lr", "1e-4"]}
 
 
 def test_base_weights_come_back_within_int8_error(tmp_path: Path) -> None:

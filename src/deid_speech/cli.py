@@ -425,10 +425,10 @@ def cmd_tts(args: argparse.Namespace) -> int:
 def cmd_make_dataset(args: argparse.Namespace) -> int:
     import json
 
-    from deid_speech.make_dataset import DatasetConfig, make_dataset
+    from deid_speech.make_dataset import DatasetConfig, config_record, make_dataset, read_config
 
     cfg = DatasetConfig.load(args.config)
-    summary = make_dataset(cfg, args.config.read_text(encoding="utf-8"),
+    summary = make_dataset(cfg, config_record(read_config(args.config)[1]),
                            progress={"auto": None, "on": True, "off": False}[args.progress])
     failed = {k: v["failed"] for k, v in summary["tts"].items() if v["failed"]}
     short = [k for k, v in summary["augment"].items() if not v["complete"]]

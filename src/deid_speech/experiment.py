@@ -57,7 +57,7 @@ from pathlib import Path
 
 from deid_speech.audio import write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.make_dataset import Arm, DatasetConfig, parse_arms, read_toml
+from deid_speech.make_dataset import Arm, DatasetConfig, config_record, parse_arms, read_config
 from deid_speech.systems import RECOGNISER, TABLE, TRAINABLE
 from deid_speech.types import LABELS
 
@@ -79,7 +79,7 @@ class ExperimentConfig:
 
     @classmethod
     def load(cls, path: Path) -> ExperimentConfig:
-        return cls.from_dict(read_toml(path), Path(path).resolve().parent)
+        return cls.from_dict(read_config(path)[0], Path(path).resolve().parent)
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> ExperimentConfig:
@@ -516,7 +516,7 @@ def run(args) -> int:
     if args.jobs < 1:
         raise DeidError("--jobs must be at least 1")
     cells = parse_cells(cfg, args.cell) if args.cell else None
-    results = run_experiment(cfg, args.config.read_text(encoding="utf-8"), progress=progress,
+    results = run_experiment(cfg, config_record(read_config(args.config)[1]), progress=progress,
                              systems=tuple(args.system) if args.system else None, cells=cells,
                              jobs=args.jobs, config=args.config.resolve(), report_only=args.report)
     print(markdown(results))

@@ -56,6 +56,52 @@ def read_toml(path: Path) -> dict:
         raise DeidError(f"{path}: not valid TOML ({exc})") from None
 
 
+def read_config(path: Path) -> tuple[dict, list[Path]]:
+    """A config's TOML with its ``base`` under it, and the files read (the config first).
+
+    ``base = "other.toml"`` names a config in the same folder (so that relative paths mean the
+    same in both); the config's keys override the base's: a table key by key, anything else
+    (a value, a list, the list of ``[[arm]]`` tables) whole. A base may have a base of its own.
+    A config with a base sets its own ``out_dir``: two configs never share their outputs."""
+    layers: list[dict] = []
+    files: list[Path] = []
+    p = Path(path)
+    while True:
+        if p.resolve() in files:
+            raise DeidError(f"{path}: its base configs form a loop ({' -> '.join(f.name for f in files + [p])})")
+        layer = read_toml(p)
+        files.append(p.resolve())
+        layers.append(layer)
+        base = layer.pop("base", None)
+        if base is None:
+            break
+        if not isinstance(base, str) or not base or Path(base).name != base:
+            raise DeidError(f"{p}: base must name a config file in the same folder (got {base!r})")
+        if "out_dir" not in layer:
+            raise DeidError(f"{p}: a config with a base needs an out_dir of its own")
+        p = p.parent / base
+    merged: dict = {}
+    for layer in reversed(layers):
+        merged = _merged(merged, layer)
+    return merged, files
+
+
+def _merged(under: dict, over: dict) -> dict:
+    out = dict(under)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def config_record(files: list[Path]) -> str:
+    """The text of a config (``read_config``'s files) to keep beside its outputs: the file
+    itself, then each base's text as comments, so that the record is complete."""
+    parts = [files[0].read_text(encoding="utf-8")]
+    for f in files[1:]:
+        lines = f.read_text(encoding="utf-8").splitlines()
+        parts.append(f"\n# ---- its base, {f.name} ----\n" + "".join(f"# {x}".rstrip() + "\n" for x in lines))
+    return "".join(parts)
+
 
 def _shipped_seed() -> Path:
     from deid_speech import models
@@ -105,7 +151,7 @@ class DatasetConfig:
 
     @classmethod
     def load(cls, path: Path) -> DatasetConfig:
-        return cls.from_dict(read_toml(path), Path(path).resolve().parent)
+        return cls.from_dict(read_config(path)[0], Path(path).resolve().parent)
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> DatasetConfig:
