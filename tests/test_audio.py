@@ -148,6 +148,7 @@ def test_a_file_read_a_block_at_a_time_gives_what_the_whole_file_gives(tmp_path,
 def test_a_redacted_copy_written_a_block_at_a_time_equals_the_one_made_in_memory(tmp_path, monkeypatch):
     import soundfile as sf
 
+    from deid_speech import redact
     from deid_speech.audio import AudioFile, load
     from deid_speech.redact import Operator, RedactOptions, redact_audio, speech_level
     from deid_speech.types import Span
@@ -158,7 +159,26 @@ def test_a_redacted_copy_written_a_block_at_a_time_equals_the_one_made_in_memory
     options = RedactOptions(labels=(("PERSON", Operator(audio="noise")), ("EMAIL", Operator(audio="silence"))))
     whole = load(p)
     expected = redact_audio(whole, spans, options)
+    # each region's fill is made when the writer reaches it, not all before the first block
+    read, made_at = [0], []
+    blocks, fills = AudioFile._blocks, redact.region_fills
+
+    def counted_blocks(self, align=1):
+        for block in blocks(self, align):
+            read[0] += 1
+            yield block
+
+    def noted_fills(*args):
+        for a, b, fill in fills(*args):
+            made_at.append((a / 48000, read[0]))
+            yield a, b, fill
+
+    monkeypatch.setattr(AudioFile, "_blocks", counted_blocks)
+    monkeypatch.setattr(redact, "region_fills", noted_fills)
     AudioFile.open(p).write_redacted(tmp_path / "out.wav", spans, options, speech_level(whole.samples, 48000))
+    assert len(made_at) == 3 and made_at[-1][0] > 6.0
+    # the writer looks one region ahead: region k is made with the block that region k - 1 starts in
+    assert [n for _, n in made_at] == [0] + [int(t // 0.5) + 1 for t, _ in made_at[:-1]]
     got, sr = sf.read(tmp_path / "out.wav", dtype="float32", always_2d=True)
     assert sr == 48000 and got.shape == expected.samples.shape
     assert np.abs(got - np.clip(expected.samples, -1, 1)).max() < 1e-6

@@ -358,18 +358,26 @@ class AudioFile:
 
     def write_redacted(self, out: str | os.PathLike, spans, options, level: float) -> None:
         """The redacted copy (same rate, channels, length, container), written atomically
-        a block at a time: :func:`deid_speech.redact.region_fills` over each block."""
+        a block at a time: :func:`deid_speech.redact.region_fills` over each block. A
+        region's fill is made when the first block it reaches is written, and let go after
+        its last: the beeps of a long call (at its own rate) are never all in memory."""
         from deid_speech.redact import region_fills
 
-        fills = list(region_fills(spans, options, self.sample_rate, self.frames, max(level, 0.01)))
+        fills = region_fills(spans, options, self.sample_rate, self.frames, max(level, 0.01))  # in order
 
         def blocks():
+            live: list = []  # the regions that reach into this block or beyond
+            upcoming = next(fills, None)
             for s, e, lo, _hi, y in self._blocks():
+                while upcoming is not None and upcoming[0] < e:
+                    live.append(upcoming)
+                    upcoming = next(fills, None)
                 core = y[s - lo: e - lo]
-                for a, b, fill in fills:
+                for a, b, fill in live:
                     if a < e and b > s:
                         x, z = max(a, s), min(b, e)
                         core[x - s: z - s, :] = 0.0 if fill is None else fill[x - a: z - a, None]
+                live = [r for r in live if r[1] > e]
                 yield core
 
         _write_blocks(Path(out), self.sample_rate, self.channels, self.format, self.subtype, blocks())

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from deid_speech import timing
+from deid_speech import heap, timing
 from deid_speech.asr.models import ResolvedModel, resolve_model
 from deid_speech.asr.vad import VadOptions
 from deid_speech.audio import MODEL_RATE, frame_rms
@@ -427,7 +427,10 @@ class Transcriber:
         dev call that needed it, the fallback took 7.9 s to return the words that
         temperature 0 gave in 2.4 s); speech no word covers, in both."""
         with self._lock, timing.stage("decoding"), one_blas_thread():
-            return self._decode_unlocked(audio, prompt, fallback, clips)
+            try:
+                return self._decode_unlocked(audio, prompt, fallback, clips)
+            finally:
+                heap.give_back()  # the window's buffers: a long call's peak is not their sum
 
     def _decode_unlocked(self, audio: np.ndarray, prompt: str | None, fallback: bool,
                          clips: list[float] | None = None) -> tuple[list[RawWord], list[tuple[float, float]]]:
