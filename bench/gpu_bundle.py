@@ -186,7 +186,7 @@ def copy_manifest(src: Path, root: Path, mirror: Path, done: dict[Path, Path]) -
     return len(out)
 
 
-def device_config(text: str, base: str, e2e: list[str] = ()) -> str:
+def device_config(text: str, base: str, e2e: list[str] | tuple[str, ...] = ()) -> str:
     """The config with ``--base`` added to the e2e trainer's options: to its ``e2e`` line, or,
     where the file has none, to ``e2e`` (the options its own base configs give it)."""
     m = re.search(r"^e2e\s*=\s*\[", text, flags=re.M)

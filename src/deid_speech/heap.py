@@ -13,7 +13,7 @@ after each decoding, where it costs nothing measurable; a fixed low mmap thresho
 would return each buffer as it is freed, made the default 7-50 % slower on the 108 s call
 (every buffer page-faulted in anew), so the threshold is left to glibc. Elsewhere than
 glibc it does nothing. The computation is unchanged: where a buffer lives does not change a
-transcript (tested).
+transcript (the benchmark's 108 s and 21-minute calls gave byte-identical outputs, §0y).
 """
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ def give_back() -> bool:
     global _TRIM
     if _TRIM is None:
         _TRIM = _find_trim()
-    return bool(_TRIM) and (_TRIM(0), True)[1]
+    if not _TRIM:
+        return False
+    _TRIM(0)
+    return True
 
 
 def _find_trim():
