@@ -120,3 +120,16 @@ def test_limit_samples_across_the_file_not_its_head() -> None:
     assert [r["id"] for r in picked] == sorted((r["id"] for r in picked), key=[x["id"] for x in rows].index)
     assert picked == limit_rows(rows, 160, "0-train") != limit_rows(rows, 160, "1-train")
     assert limit_rows(rows, None, "x") == rows and limit_rows(rows[:3], 10, "x") == rows[:3]
+
+
+def test_a_dataset_config_may_have_a_base(tmp_path: Path) -> None:
+    """The same ``base`` rule as an experiment's: tables key by key, lists whole, an own out_dir."""
+    (tmp_path / "a.toml").write_text('out_dir = "a"\nseed = 4\n[tts]\nworkers = 1\ntelephone_test = true\n'
+                                     '[[augment]]\nstrategy = "similar"\nn = 5\nbackend = "template"\n')
+    (tmp_path / "b.toml").write_text('base = "a.toml"\nout_dir = "b"\naugment = []\n[tts]\nworkers = 2\n')
+    cfg = DatasetConfig.load(tmp_path / "b.toml")
+    assert cfg.out_dir == tmp_path / "b" and cfg.seed == 4 and cfg.augment == ()
+    assert cfg.tts.workers == 2 and cfg.tts.telephone_test
+    (tmp_path / "c.toml").write_text('base = "a.toml"\nseed = 5\n')
+    with pytest.raises(DeidError, match="out_dir of its own"):
+        DatasetConfig.load(tmp_path / "c.toml")
