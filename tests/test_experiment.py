@@ -344,8 +344,6 @@ def test_shipped_configs_parse() -> None:
     gpu = ExperimentConfig.load(ROOT / "configs" / "experiments" / "gpu.toml")
     assert len(gpu.seeds) == 3 and {a.backend for a in gpu.arms} == {"ollama"} and gpu.device == "cuda"
     # the LLM matrix: small.toml's data and training (its base), its arms from the job's files
-    from deid_speech.make_dataset import read_config
-
     def load(name: str) -> ExperimentConfig:
         return ExperimentConfig.load(ROOT / "configs" / "experiments" / name)
 
@@ -394,20 +392,19 @@ def test_shipped_configs_parse() -> None:
     small_gpu = load("small-gpu.toml")
     assert same(small, small_gpu, out_dir=small_gpu.out_dir, systems=("e2e",), device="cuda",
                 train_args={**small.train_args, "e2e": small_gpu.train_args["e2e"]})
-    llm, llm_gpu = (read_config(ROOT / "configs" / "experiments" / f)[0] for f in ("small-llm.toml", "small-llm-gpu.toml"))
     # the job's sentences are in the repository: each file holds its own arm's sentences only,
     # and together (taken in turn, a frame another job gave skipped) at least the n each config asks
     from deid_speech.make_dataset import take_in_turn
 
-    for a, a_gpu in zip(llm["arm"], llm_gpu["arm"]):
+    for a, a_gpu in zip(llm.arms, llm_gpu.arms):
         shards = []
-        for shard in a["sentences"]:  # one file per job (seed); a job just started may have none yet
-            rows = [json.loads(x) for x in (ROOT / "configs" / "experiments" / shard).read_text().splitlines()]
-            assert {(r["strategy"], r["temperature"]) for r in rows} <= {(a["strategy"], a["temperature"])}
+        for shard in a.sentences:  # one file per job (seed); a job just started may have none yet
+            rows = [json.loads(x) for x in Path(shard).read_text().splitlines()]
+            assert {(r["strategy"], r["temperature"]) for r in rows} <= {(a.strategy, a.temperature)}
             assert len({r["text"] for r in rows}) == len(rows)  # de-duplicated
             shards.append(rows)
         held = len(take_in_turn(shards)[0])
-        assert held >= max(40, a["n"], a_gpu["n"]), (a["strategy"], a["temperature"], held)
+        assert held >= max(40, a.n, a_gpu.n), (a.strategy, a.temperature, held)
 
 
 def test_summary_means_over_seeds_only_within_a_cell() -> None:
