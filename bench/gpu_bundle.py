@@ -203,6 +203,7 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     from deid_speech.make_dataset import read_config
 
     cfg = ExperimentConfig.load(config)
+    cfg.check_tests()
     steps = json.loads((cfg.out_dir / "steps.json").read_text())
     need = ["data"] + [f"arm {a.name}" for a in cfg.arms]
     if missing := [s for s in need if s not in steps]:

@@ -14,7 +14,7 @@ from deid_speech import experiment
 from deid_speech import models as shipped
 from deid_speech.cli import main
 from deid_speech.errors import DeidError
-from deid_speech.experiment import ExperimentConfig, summarise
+from deid_speech.experiment import ExperimentConfig, run_experiment, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="needs flite")
@@ -289,7 +289,6 @@ def test_failed_step_stops_and_is_not_recorded(tmp_path: Path, monkeypatch) -> N
     ('out_dir = "x"\nbogus = 1', "unknown config key"),
     ('out_dir = "x"\ndevice = "tpu"', "device: cpu or cuda"),
     ('out_dir = "x"\n[tests]\ntest = "a.jsonl"', "names other than"),
-    ('out_dir = "x"\n[tests]\nunseen = "nowhere.jsonl"', "no such manifest"),
 ])
 def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
     p = tmp_path / "e.toml"
@@ -334,6 +333,20 @@ def test_bad_bases_are_named(tmp_path: Path, text: str, message: str) -> None:
     p.write_text(text)
     with pytest.raises(DeidError, match=message):
         ExperimentConfig.load(p)
+
+
+def test_a_missing_test_manifest_is_named_before_anything_runs(tmp_path: Path) -> None:
+    # a config may name manifests another job builds later (`make benchmark`): it loads, and the
+    # matrix stops with a one-line error before it builds or writes anything
+    p = tmp_path / "e.toml"
+    p.write_text('out_dir = "x"\n[tests]\nunseen = "nowhere.jsonl"\n')
+    cfg = ExperimentConfig.load(p)
+    assert cfg.extra_tests == {"unseen": tmp_path / "nowhere.jsonl"}
+    with pytest.raises(DeidError, match=r"\[tests\]: no such manifest: .*nowhere.jsonl .*make benchmark"):
+        run_experiment(cfg)
+    assert not (tmp_path / "x").exists()
+    (tmp_path / "nowhere.jsonl").write_text("")
+    cfg.check_tests()  # there now
 
 
 def test_shipped_configs_parse() -> None:
