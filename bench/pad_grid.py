@@ -1,0 +1,127 @@
+"""The default system's leak and over-redaction on the unseen-voice benchmark's dev part under
+a grid of (pad_before, pad_after), and the pair that keeps the least audible.
+
+    .venv/bin/python bench/pad_grid.py --bench out/benchmark/dev --asr-cache out/asr-cache.jsonl \\
+        --out bench/results/pad_grid.json
+
+Each file is decoded and detected once, as ``deid-speech eval --system cascade+verify`` does it
+(:func:`deid_speech.eval.run.system_predictions`: the first decoder, the verifier's passes,
+their transcripts kept in ``--asr-cache``); only the padding changes between the grid's
+cells, and each cell is scored by eval's own :class:`~deid_speech.eval.run.SystemScore`.
+
+The rule (privacy first): among the pairs whose over-redaction is no higher than the current
+padding's on every part (utterances and calls), the one with the least leaked entity time,
+averaged over the parts; ties go to the lesser over-redaction.
+
+Tuning data only: ``--bench`` is the dev part; a ``test`` folder is refused.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("utterances", "calls")
+SYSTEM = "cascade+verify"  # the default: `redact` verifies the cascade's redaction with a second decoder
+
+
+def predictions(manifest: Path, cache: Path | None) -> list[tuple]:
+    """(item, prediction, duration) of every file of ``manifest``, as eval makes them."""
+    from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+    from deid_speech.eval.run import load_manifest, system_predictions
+    from deid_speech.systems import RECOGNISER, VERIFIER
+
+    def whisper(opts):
+        return CachedTranscriber(opts, cache) if cache is not None else Transcriber(opts)
+
+    items = load_manifest(manifest)
+    preds = system_predictions([SYSTEM], items, asr=whisper(AsrOptions(model=RECOGNISER)), ner_model="default",
+                               verifier_asr=whisper(AsrOptions.second_opinion(model=VERIFIER)))
+    return [(item, out[SYSTEM], duration) for item, duration, out in preds]
+
+
+def score(preds: list[tuple], before: float, after: float) -> dict:
+    """Eval's audio-leak figures of ``preds`` with every span padded by (before, after)."""
+    from deid_speech.eval.run import SystemScore
+
+    s = SystemScore()
+    for item, pred, duration in preds:
+        opts = replace(pred.options, default=replace(pred.options.default, pad_before=before, pad_after=after))
+        s.add(item, replace(pred, options=opts), duration)
+    d = s.as_dict()
+    leak = d["audio_leak"]
+    return {"pad_before": before, "pad_after": after, "recall": d["timestamp_overlap"]["overall"]["recall"],
+            "leaked_duration": leak["leaked_duration"], "leaky_entities": leak["leaky_entities"],
+            "over_redaction": leak["over_redaction"]}
+
+
+def choose(cells: list[dict], current: tuple[float, float]) -> dict:
+    """The rule of the module doc over ``cells`` (one row per pair and part)."""
+    by_pair: dict[tuple[float, float], dict[str, dict]] = {}
+    for c in cells:
+        by_pair.setdefault((c["pad_before"], c["pad_after"]), {})[c["part"]] = c
+    base = by_pair[current]
+    fair = [p for p, parts in by_pair.items()
+            if all(parts[k]["over_redaction"] <= base[k]["over_redaction"] for k in base)]
+
+    def key(p):
+        parts = by_pair[p].values()
+        return (sum(c["leaked_duration"] for c in parts) / len(parts),
+                sum(c["over_redaction"] for c in parts) / len(parts))
+
+    best = min(fair, key=key)
+    return {"pad_before": best[0], "pad_after": best[1], "current": {"pad_before": current[0], "pad_after": current[1]},
+            "rule": "least mean leaked entity time over the parts, among the pairs whose over-redaction is no "
+                    "higher than the current padding's on every part",
+            "parts": by_pair[best], "current_parts": base}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from deid_speech.redact import PAD_AFTER, PAD_BEFORE
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bench", type=Path, required=True, help="the benchmark's dev part (utterances/, calls/)")
+    p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE")
+    p.add_argument("--before", default="0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.45,0.5", help="pad_before values, comma-separated")
+    p.add_argument("--after", default="0,0.05,0.1,0.15,0.2", help="pad_after values, comma-separated")
+    p.add_argument("--current", default=f"{PAD_BEFORE},{PAD_AFTER}", help="the padding to beat (default: redact's)")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    if "test" in args.bench.resolve().parts:
+        sys.exit("pad_grid: tuning data only; give the benchmark's dev part, not its test part")
+    current = tuple(float(x) for x in args.current.split(","))
+    befores = sorted({float(x) for x in args.before.split(",")} | {current[0]})
+    afters = sorted({float(x) for x in args.after.split(",")} | {current[1]})
+    t0 = time.perf_counter()
+    cells = []
+    for part in PARTS:
+        manifest = args.bench / part / "manifest.jsonl"
+        if not manifest.is_file():
+            sys.exit(f"pad_grid: no {manifest}; run `make benchmark` first")
+        preds = predictions(manifest, args.asr_cache)
+        for b in befores:
+            for a in afters:
+                cells.append({"part": part, **score(preds, b, a)})
+    result = {"command": " ".join(["bench/pad_grid.py", *(argv if argv is not None else sys.argv[1:])]),
+              "system": SYSTEM, "bench": str(args.bench), "asr_cache": str(args.asr_cache),
+              "grid": cells, "recommendation": choose(cells, current),
+              "wall_s": round(time.perf_counter() - t0, 1)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    rec = result["recommendation"]
+    print(f"{'part':10s} {'before':>6s} {'after':>6s} {'recall':>6s} {'leak %':>7s} {'leaky %':>7s} {'over %':>7s}")
+    for c in cells:
+        mark = " <- chosen" if (c["pad_before"], c["pad_after"]) == (rec["pad_before"], rec["pad_after"]) else (
+            " <- current" if (c["pad_before"], c["pad_after"]) == current else "")
+        print(f"{c['part']:10s} {c['pad_before']:6.2f} {c['pad_after']:6.2f} {c['recall']:6.3f} "
+              f"{100 * c['leaked_duration']:7.2f} {100 * c['leaky_entities']:7.1f} {100 * c['over_redaction']:7.2f}{mark}")
+    print(f"chosen: pad_before {rec['pad_before']}, pad_after {rec['pad_after']} (written: {args.out})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

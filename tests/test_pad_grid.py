@@ -1,0 +1,54 @@
+"""bench/pad_grid.py: the padding rule (privacy first, no more over-redaction than now) and its
+scoring of the same predictions under other pads."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from deid_speech.eval.run import Item, Prediction
+from deid_speech.types import Span, Transcript
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("pad_grid", ROOT / "bench" / "pad_grid.py")
+pad_grid = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pad_grid)
+
+
+def cell(part, before, after, leak, over):
+    return {"part": part, "pad_before": before, "pad_after": after, "recall": 1.0,
+            "leaked_duration": leak, "leaky_entities": 0.0, "over_redaction": over}
+
+
+def test_the_least_leak_among_pairs_that_beep_no_more_than_now() -> None:
+    cells = [cell("utterances", 0.2, 0.15, 4 / 64, 0.28), cell("calls", 0.2, 0.15, 4 / 64, 0.18),
+             # leaks least, but beeps more of the calls: not allowed
+             cell("utterances", 0.5, 0.2, 1 / 64, 0.27), cell("calls", 0.5, 0.2, 1 / 64, 0.19),
+             # less leak on both, no more over-redaction: chosen
+             cell("utterances", 0.3, 0.0, 2 / 64, 0.28), cell("calls", 0.3, 0.0, 3 / 64, 0.17),
+             # the same mean leak, but more over-redaction: the tie goes to the pair above
+             cell("utterances", 0.25, 0.05, 3 / 64, 0.28), cell("calls", 0.25, 0.05, 2 / 64, 0.18)]
+    rec = pad_grid.choose(cells, (0.2, 0.15))
+    assert (rec["pad_before"], rec["pad_after"]) == (0.3, 0.0)
+    assert rec["parts"]["calls"]["leaked_duration"] == 3 / 64
+    # nothing beats the current padding: it stays
+    rec = pad_grid.choose(cells[:4], (0.2, 0.15))
+    assert (rec["pad_before"], rec["pad_after"]) == (0.2, 0.15)
+
+
+def test_each_pair_rescores_the_same_spans_with_its_own_padding() -> None:
+    # one entity 1.0-2.0 s, detected 1.3-2.2 s; other speech 0.0-1.0 and 2.0-3.0 s
+    words = Transcript.from_words([("a", 0.0, 1.0), ("Tan", 1.0, 2.0), ("b", 2.0, 3.0)])
+    item = Item(id="x", audio=Path("x.wav"), text="a Tan b", entities=[Span(1.0, 2.0, "PERSON")],
+                entity_chars=[], words=list(words.words))
+    pred = Prediction([Span(1.3, 2.2, "PERSON")], words, "a [PERSON_1] b")
+    no_pad = pad_grid.score([(item, pred, 3.0)], 0.0, 0.0)
+    assert no_pad["leaked_duration"] == pytest.approx(0.3) and no_pad["over_redaction"] == pytest.approx(0.1)
+    padded = pad_grid.score([(item, pred, 3.0)], 0.35, 0.0)
+    assert padded["leaked_duration"] == 0.0 and padded["over_redaction"] == pytest.approx(0.25 / 2)
+
+
+def test_the_test_part_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="tuning data only"):
+        pad_grid.main(["--bench", str(tmp_path / "benchmark" / "test"), "--out", str(tmp_path / "g.json")])
