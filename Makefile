@@ -10,7 +10,7 @@ EXAMPLE := src/deid_speech/data/examples/call.wav
 # kernels that crash in this kind of VM)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
 
-.PHONY: demo test test-quick lint setup system-deps clean bench benchmark
+.PHONY: demo test test-quick lint setup system-deps clean bench benchmark ci-fresh
 
 demo: setup
 	$(VENV)/bin/deid-speech redact $(EXAMPLE) --out-dir out/demo
@@ -42,6 +42,12 @@ $(STAMP): constraints.txt pyproject.toml
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q -c constraints.txt -e ".[all,test]"
 	rm -f $(VENV)/.deps-*
 	touch $(STAMP)
+
+# what CI runs, on a fresh clone of the committed HEAD beside this checkout (and ../shared), so that
+# nothing only this checkout has (out/, .venv, untracked files) lets a test pass here that fails there
+ci-fresh:
+	@dir=$$(mktemp -d "$(CURDIR)/../ci-fresh.XXXXXX") && git clone -q "$(CURDIR)" "$$dir" && \
+	  (cd "$$dir" && bash .ci/run); rc=$$?; rm -rf "$$dir"; exit $$rc
 
 # the unseen-voice benchmark (data/benchmark/README.md): voice it, then score it with `deid-speech eval`
 benchmark: setup
