@@ -228,7 +228,7 @@ def test_parallel_cells_each_run_in_a_process_and_the_report_gathers_them(tmp_pa
     def child(argv, stdout, stderr, env):
         """What `deid-speech experiment --cell A:S` would record (one cell fails)."""
         children.append(argv)
-        assert env["OMP_NUM_THREADS"] == str(max(1, (__import__("os").cpu_count() or 1) // 4))
+        assert env["OMP_NUM_THREADS"] == str(max(1, len(__import__("os").sched_getaffinity(0)) // 4))
         arm, seed = argv[argv.index("--cell") + 1].rsplit(":", 1)
         if arm == "baseline+similar0.3" and seed == "1":
             stdout.write("error: boom\n")
@@ -252,12 +252,40 @@ def test_parallel_cells_each_run_in_a_process_and_the_report_gathers_them(tmp_pa
     assert sorted(c[c.index("--cell") + 1] for c in children) == sorted(
         f"{a}:{s}" for a in ("baseline", "baseline+similar0.3", "baseline+diverse0.6") for s in (0, 1))
     assert all(c[1:4] == ["-m", "deid_speech", "experiment"] for c in children)
+    # each child is pinned to one of the four shares of this process's cores
+    import os
+
+    slots = {",".join(map(str, s)) for s in experiment.core_slots(sorted(os.sched_getaffinity(0)), 4)}
+    assert {c[c.index("--cores") + 1] for c in children} <= slots
     assert (out / "logs" / "baseline_similar0.3_seed1.log").read_text() == "error: boom\n"
     steps = json.loads((out / "steps.json").read_text())  # every process's steps, none lost
     assert len([k for k in steps if k.startswith("train")]) == 5 * 2
     results = json.loads((out / "results.json").read_text())
     assert results["complete"] is False and len(results["rows"]) == 5 * 2
     assert ("baseline+similar0.3", 1) not in {(r["arm"], r["seed"]) for r in results["rows"]}
+
+
+def test_core_slots_share_the_cores_among_the_jobs() -> None:
+    assert experiment.core_slots([0, 1], 2) == [[0], [1]]
+    assert experiment.core_slots([0, 1], 1) == [[0, 1]]
+    assert experiment.core_slots([0, 1], 4) == [[0], [1], [0], [1]]  # more jobs than cores: in turn
+    assert experiment.core_slots(list(range(16)), 4) == [list(range(k, k + 4)) for k in (0, 4, 8, 12)]
+    assert experiment.core_slots([2, 5, 7], 2) == [[2], [5]]  # the cores this process may use, not 0..n
+
+
+def test_a_cell_pins_itself_to_its_cores_before_it_runs(tmp_path: Path, monkeypatch, capsys) -> None:
+    import os
+
+    pinned = []
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: pinned.append(set(cores)))
+    monkeypatch.setattr(experiment, "run_experiment", lambda *a, **k: pytest.fail("ran") if not pinned else {})
+    monkeypatch.setattr(experiment, "markdown", lambda results: "")
+    cfg = _cells_config(tmp_path)
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--cell", "baseline:0", "--cores", "1"]) == 0
+    assert pinned == [{1}]
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--cores", "x"]) == 1
+    err = capsys.readouterr().err
+    assert "--cores x" in err and len(err.strip().splitlines()) == 1
 
 
 def test_steps_from_two_processes_are_both_kept(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ resumable job (``bench/augment_bench.py --work``) and the matrix run on them lat
 """
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -248,28 +249,52 @@ def parse_cells(cfg: ExperimentConfig, specs: list[str]) -> list[tuple[str, int]
     return cells
 
 
+def core_slots(cores: list[int], jobs: int) -> list[list[int]]:
+    """``jobs`` sets of the ``cores``, one per parallel cell: each its own share (taken in turn
+    when there are more jobs than cores)."""
+    share = max(1, len(cores) // jobs)
+    return [[cores[(i * share + k) % len(cores)] for k in range(share)] for i in range(jobs)]
+
+
 def _run_cells(config: Path, cells: list[tuple[str, int]], systems: tuple[str, ...], jobs: int, out: Path,
                log=print) -> list[str]:
     """Each cell's trainings and evaluations in a process of its own (``deid-speech experiment
-    --cell``), at most ``jobs`` at a time, each with its share of the cores; its output goes
-    to OUT/logs/. Returns the cells that failed."""
+    --cell``), at most ``jobs`` at a time, each pinned to its share of the cores (``--cores``:
+    every library in it, torch, CTranslate2 and OpenMP, then sizes its threads to them; the
+    E2E trainer's two threads per cell on two cores ran at 20-34 s a step instead of 5-9,
+    docs/results.md §0z); its output goes to OUT/logs/. Returns the cells that failed."""
     import os
+    import queue
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
+    from deid_speech.asr.whisper import cpu_threads
+
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = list(range(cpu_threads()))
+    free: queue.Queue = queue.Queue()
+    for slot in core_slots(cores, jobs):
+        free.put(slot)
+    threads = str(max(1, len(cores) // jobs))
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
 
     def one(cell: tuple[str, int]) -> str | None:
         arm, seed = cell
         name = f"{arm.replace('+', '_')}_seed{seed}"
-        argv = [sys.executable, "-m", "deid_speech", "experiment", "--config", str(config), "--cell",
-                f"{arm}:{seed}", "--progress", "off", *[x for s in systems for x in ("--system", s)]]
-        log(f"[cell] {arm} seed {seed}: started, log {logs / name}.log")
-        with open(logs / f"{name}.log", "w") as f:
-            code = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        mine = free.get()
+        try:
+            argv = [sys.executable, "-m", "deid_speech", "experiment", "--config", str(config), "--cell",
+                    f"{arm}:{seed}", "--progress", "off", "--cores", ",".join(map(str, mine)),
+                    *[x for s in systems for x in ("--system", s)]]
+            log(f"[cell] {arm} seed {seed}: started on core(s) {','.join(map(str, mine))}, log {logs / name}.log")
+            with open(logs / f"{name}.log", "w") as f:
+                code = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        finally:
+            free.put(mine)
         log(f"[cell] {arm} seed {seed}: " + ("done" if code == 0 else f"failed (exit {code}), see {logs / name}.log"))
         return None if code == 0 else f"{arm}:{seed}"
 
@@ -512,11 +537,19 @@ def add_parser(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="run N cells at a time, each in a process of its own with its share of the "
                         "cores (a GPU machine: the e2e trainings share the GPU); default 1")
+    p.add_argument("--cores", default=None, help=argparse.SUPPRESS)  # a --jobs cell: the cores it may use
     p.add_argument("--report", action="store_true",
                    help="only write the report of the steps finished so far; run nothing")
 
 
 def run(args) -> int:
+    if args.cores is not None:  # a cell of a --jobs run, pinned to its share of the cores before any library starts threads
+        import os
+
+        try:
+            os.sched_setaffinity(0, {int(c) for c in args.cores.split(",")})
+        except (AttributeError, OSError, ValueError) as e:
+            raise DeidError(f"--cores {args.cores}: {e}") from None
     cfg = ExperimentConfig.load(args.config)
     progress = {"auto": sys.stderr.isatty(), "on": True, "off": False}[args.progress]
     if args.jobs < 1:

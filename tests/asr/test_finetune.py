@@ -147,6 +147,29 @@ def test_training_loss_falls_and_the_best_model_is_saved(random_base: Path, mani
     assert saved["best_step"] == 4  # equal scores later do not replace the first best
 
 
+def test_cpu_threads_follow_the_cores_the_process_may_use(random_base: Path, manifest: Path, tmp_path: Path,
+                                                           monkeypatch) -> None:
+    # a cell of `experiment --jobs 2` is pinned to one core: it trains on one thread, not two
+    # (two threads per training on two cores ran 3-4 times slower, docs/results.md §0z)
+    import os
+
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {1})
+    try:
+        out = tmp_path / "run"
+        finetune_run(load_records(manifest), out, _opts(random_base, out, max_steps=1), dev_score=_zero)
+        assert json.loads((out / "training.json").read_text())["hardware"]["torch_threads"] == 1
+        out2 = tmp_path / "run2"
+        finetune_run(load_records(manifest), out2, _opts(random_base, out2, max_steps=1, threads=3), dev_score=_zero)
+        assert json.loads((out2 / "training.json").read_text())["hardware"]["torch_threads"] == 3  # asked for
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="threads"):
+        _opts(random_base, tmp_path, threads=-1)
+
+
 def finetune_run(recs, out, opts, **kw):
     from deid_speech.asr.trainer import finetune
 

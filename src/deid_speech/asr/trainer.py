@@ -108,7 +108,7 @@ class FinetuneOptions:
     eval_batch_size: int = _opt(8, "records per batch when scoring dev")
     eval_max_new_tokens: int = _opt(200, "greedy decoding length cap for the default dev WER")
     max_grad_norm: float = _opt(1.0, "gradient clipping (0: off)")
-    threads: int = _opt(2, "torch threads on CPU")
+    threads: int = _opt(0, "torch threads on CPU (0: one per core this process may run on)")
     max_label_tokens: int = _opt(440, "longer targets are skipped (Whisper's decoder holds 448)")
     leading_space: bool = _opt(True, "targets start with a space, as Whisper's transcripts do")
     keep_checkpoint: bool = _opt(True, "keep OUT/checkpoint after training (lets a rerun extend it)")
@@ -125,9 +125,11 @@ class FinetuneOptions:
         object.__setattr__(self, "out", Path(self.out))
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be cpu or cuda, got {self.device!r}")
-        for name in ("epochs", "batch_size", "grad_accum", "eval_every", "eval_batch_size", "threads"):
+        for name in ("epochs", "batch_size", "grad_accum", "eval_every", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.threads < 0:
+            raise ValueError("threads must be >= 0")
         if self.max_steps is not None and self.max_steps < 0:
             raise ValueError("max_steps must be >= 0")
         if self.lr <= 0 or self.warmup_steps < 0 or self.weight_decay < 0 or self.patience < 0:
@@ -287,7 +289,9 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     devc = torch_device(opts.device)
     if devc.type == "cpu":
-        torch.set_num_threads(opts.threads)
+        from deid_speech.asr.whisper import cpu_threads
+
+        torch.set_num_threads(cpu_threads(opts.threads))  # a cell pinned to one core of two: one thread
     random.seed(opts.seed)
     np.random.seed(opts.seed)
     torch.manual_seed(opts.seed)
