@@ -227,6 +227,9 @@ def test_parallel_cells_each_run_in_a_process_and_the_report_gathers_them(tmp_pa
 
     def child(argv, stdout, stderr, env):
         """What `deid-speech experiment --cell A:S` would record (one cell fails)."""
+        cell = argv[argv.index("--cell") + 1]
+        if cell in {c[c.index("--cell") + 1] for c in children} and cell != "baseline+similar0.3:1":
+            return subprocess.CompletedProcess(argv, 0)  # a rerun: every step of this cell is done
         children.append(argv)
         assert env["OMP_NUM_THREADS"] == str(max(1, len(__import__("os").sched_getaffinity(0)) // 4))
         arm, seed = argv[argv.index("--cell") + 1].rsplit(":", 1)
@@ -249,7 +252,7 @@ def test_parallel_cells_each_run_in_a_process_and_the_report_gathers_them(tmp_pa
     monkeypatch.setattr(subprocess, "run", child)
     monkeypatch.setattr(experiment, "_cli", lambda argv: pytest.fail("the parent trained something"))
     assert main(["experiment", "--config", str(cfg), "--progress", "off", "--jobs", "4"]) == 1
-    assert sorted(c[c.index("--cell") + 1] for c in children) == sorted(
+    assert sorted(c[c.index("--cell") + 1] for c in children[:6]) == sorted(
         f"{a}:{s}" for a in ("baseline", "baseline+similar0.3", "baseline+diverse0.6") for s in (0, 1))
     assert all(c[1:4] == ["-m", "deid_speech", "experiment"] for c in children)
     # each child is pinned to one of the four shares of this process's cores
@@ -257,7 +260,12 @@ def test_parallel_cells_each_run_in_a_process_and_the_report_gathers_them(tmp_pa
 
     slots = {",".join(map(str, s)) for s in experiment.core_slots(sorted(os.sched_getaffinity(0)), 4)}
     assert {c[c.index("--cores") + 1] for c in children} <= slots
-    assert (out / "logs" / "baseline_similar0.3_seed1.log").read_text() == "error: boom\n"
+    log = (out / "logs" / "baseline_similar0.3_seed1.log").read_text().splitlines()
+    assert log[0].startswith("== ") and "--cell baseline+similar0.3:1" in log[0] and log[1:] == ["error: boom"]
+    # a rerun adds to each cell's log: the failed cell's first run is still there
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--jobs", "4"]) == 1
+    again = (out / "logs" / "baseline_similar0.3_seed1.log").read_text().splitlines()
+    assert again[:2] == log and again[2].startswith("== ") and again[3:] == ["error: boom"]
     steps = json.loads((out / "steps.json").read_text())  # every process's steps, none lost
     assert len([k for k in steps if k.startswith("train")]) == 5 * 2
     results = json.loads((out / "results.json").read_text())
@@ -414,8 +422,11 @@ def test_shipped_configs_parse() -> None:
     epochs, same_steps = load("small-llm-epochs.toml"), load("small-llm-steps174.toml")
     for cfg in (epochs, same_steps):
         assert cfg.out_dir not in (llm.out_dir, llm_gpu.out_dir)
-        assert same(llm, cfg, out_dir=cfg.out_dir, systems=("e2e",),
+        assert same(llm, cfg, out_dir=cfg.out_dir, systems=("e2e",), extra_tests=cfg.extra_tests,
                     train_args={**llm.train_args, "e2e": cfg.train_args["e2e"]})
+    assert epochs.extra_tests == llm.extra_tests  # the 174-step half adds real speech to them
+    real = (ROOT / "out" / "real-more" / "manifest.jsonl").resolve()
+    assert same_steps.extra_tests == {**llm.extra_tests, "real_speech": real}
     assert epochs.out_dir != same_steps.out_dir
     rest, steps = budget(llm.train_args["e2e"], "--max-steps")
     rest_epochs, passes = budget(epochs.train_args["e2e"], "--epochs")

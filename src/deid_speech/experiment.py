@@ -124,8 +124,9 @@ class ExperimentConfig:
         """A one-line error when a [tests] manifest is missing. Checked when the matrix runs, not
         when the config is read: a config names manifests another job builds (`make benchmark`)."""
         if missing := [str(v) for v in self.extra_tests.values() if not v.is_file()]:
-            raise DeidError(f"[tests]: no such manifest: {missing[0]} (the unseen-voice benchmark's "
-                            "are built by `make benchmark`)")
+            raise DeidError(f"[tests]: no such manifest: {missing[0]} (build it first: the unseen-voice "
+                            "benchmark's with `make benchmark`, the real recordings' with `python -m "
+                            "deid_speech.eval.real_speech --out out/real-more --more`)")
 
     def arm_names(self) -> list[str]:
         return ["baseline"] + [f"baseline+{a.name}" for a in self.arms]
@@ -262,7 +263,7 @@ def _run_cells(config: Path, cells: list[tuple[str, int]], systems: tuple[str, .
     --cell``), at most ``jobs`` at a time, each pinned to its share of the cores (``--cores``:
     every library in it, torch, CTranslate2 and OpenMP, then sizes its threads to them; the
     E2E trainer's two threads per cell on two cores ran at 20-34 s a step instead of 5-9,
-    docs/results.md §0z); its output goes to OUT/logs/. Returns the cells that failed."""
+    docs/results.md §0z); its output is added to OUT/logs/ARM_seedN.log. Returns the cells that failed."""
     import os
     import queue
     import subprocess
@@ -291,7 +292,9 @@ def _run_cells(config: Path, cells: list[tuple[str, int]], systems: tuple[str, .
                     f"{arm}:{seed}", "--progress", "off", "--cores", ",".join(map(str, mine)),
                     *[x for s in systems for x in ("--system", s)]]
             log(f"[cell] {arm} seed {seed}: started on core(s) {','.join(map(str, mine))}, log {logs / name}.log")
-            with open(logs / f"{name}.log", "w") as f:
+            with open(logs / f"{name}.log", "a") as f:  # a rerun that only scores keeps the training's log
+                f.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv[2:])}\n")
+                f.flush()
                 code = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
         finally:
             free.put(mine)
