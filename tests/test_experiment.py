@@ -428,6 +428,8 @@ def test_shipped_configs_parse() -> None:
     real = (ROOT / "out" / "real-more" / "manifest.jsonl").resolve()
     assert same_steps.extra_tests == {**llm.extra_tests, "real_speech": real}
     assert epochs.out_dir != same_steps.out_dir
+    seed2 = load("small-llm-steps174-seed2.toml")  # its third seed: all else as small-llm-steps174.toml
+    assert same(same_steps, seed2, out_dir=seed2.out_dir, seeds=(2,)) and seed2.out_dir != same_steps.out_dir
     rest, steps = budget(llm.train_args["e2e"], "--max-steps")
     rest_epochs, passes = budget(epochs.train_args["e2e"], "--epochs")
     assert rest_epochs == rest  # only the budget differs (and no --max-steps is left over it)
