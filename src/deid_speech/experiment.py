@@ -288,9 +288,9 @@ def _run_cells(config: Path, cells: list[tuple[str, int]], systems: tuple[str, .
         name = f"{arm.replace('+', '_')}_seed{seed}"
         mine = free.get()
         try:
+            pin = ["--cores", ",".join(map(str, mine))] if hasattr(os, "sched_setaffinity") else []  # Linux
             argv = [sys.executable, "-m", "deid_speech", "experiment", "--config", str(config), "--cell",
-                    f"{arm}:{seed}", "--progress", "off", "--cores", ",".join(map(str, mine)),
-                    *[x for s in systems for x in ("--system", s)]]
+                    f"{arm}:{seed}", "--progress", "off", *pin, *[x for s in systems for x in ("--system", s)]]
             log(f"[cell] {arm} seed {seed}: started on core(s) {','.join(map(str, mine))}, log {logs / name}.log")
             with open(logs / f"{name}.log", "a") as f:  # a rerun that only scores keeps the training's log
                 f.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv[2:])}\n")
