@@ -52,7 +52,7 @@ class Dithered:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+    from deid_speech.asr.whisper import AsrOptions, transcriber
     from deid_speech.cli import parse_passes
     from deid_speech.eval.cli import asr_overrides
     from deid_speech.eval.run import evaluate, load_manifest, system_predictions
@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     second_extra = asr_overrides(args.verifier_option, "--verifier-option")
     first_opts = AsrOptions(model=args.asr_model, **first_extra)
     second_opts = AsrOptions.second_opinion(model=args.verifier, **second_extra)
-    make = (lambda o: CachedTranscriber(o, args.asr_cache)) if args.asr_cache else Transcriber
-    first, second = make(first_opts), make(second_opts)
+    first, second = transcriber(first_opts, args.asr_cache), transcriber(second_opts, args.asr_cache)
     items = load_manifest(args.manifest)
     draws = []
     for d in range(args.draws):

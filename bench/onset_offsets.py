@@ -210,13 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.bench.name == "test" or any(x.name == "test" for x in args.bench.parents):
         p.error("--bench: tune on the dev part, not the test part")
 
-    from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+    from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, transcriber
     from deid_speech.pipeline import RedactConfig, Redactor
     from deid_speech.redact import GAP_REACH
 
     t0 = time.perf_counter()
     opts = AsrOptions(model=args.asr_model)
-    asr = CachedTranscriber(opts, args.asr_cache) if args.asr_cache else Transcriber(opts)
+    asr = transcriber(opts, args.asr_cache)
     # the cascade as eval.run.system_predictions builds it (min_score 0.5); the redaction
     # options (padding) play no part in detect()
     redactor = Redactor(RedactConfig(asr_model=args.asr_model, min_score=0.5, ner_model=args.ner_model), asr=asr)

@@ -31,16 +31,13 @@ SYSTEM = "cascade+verify"  # the default: `redact` verifies the cascade's redact
 
 def predictions(manifest: Path, cache: Path | None) -> list[tuple]:
     """(item, prediction, duration) of every file of ``manifest``, as eval makes them."""
-    from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, Transcriber
+    from deid_speech.asr.whisper import AsrOptions, transcriber
     from deid_speech.eval.run import load_manifest, system_predictions
     from deid_speech.systems import RECOGNISER, VERIFIER
 
-    def whisper(opts):
-        return CachedTranscriber(opts, cache) if cache is not None else Transcriber(opts)
-
     items = load_manifest(manifest)
-    preds = system_predictions([SYSTEM], items, asr=whisper(AsrOptions(model=RECOGNISER)), ner_model="default",
-                               verifier_asr=whisper(AsrOptions.second_opinion(model=VERIFIER)))
+    preds = system_predictions([SYSTEM], items, asr=transcriber(AsrOptions(model=RECOGNISER), cache), ner_model="default",
+                               verifier_asr=transcriber(AsrOptions.second_opinion(model=VERIFIER), cache))
     return [(item, out[SYSTEM], duration) for item, duration, out in preds]
 
 

@@ -280,8 +280,6 @@ def _run_cells(config: Path, cells: list[tuple[str, int]], systems: tuple[str, .
     free: queue.Queue = queue.Queue()
     for slot in core_slots(cores, jobs):
         free.put(slot)
-    threads = str(max(1, len(cores) // jobs))
-    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
 
     def one(cell: tuple[str, int]) -> str | None:
         arm, seed = cell
@@ -295,6 +293,9 @@ def _run_cells(config: Path, cells: list[tuple[str, int]], systems: tuple[str, .
             with open(logs / f"{name}.log", "a") as f:  # a rerun that only scores keeps the training's log
                 f.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv[2:])}\n")
                 f.flush()
+                threads = str(len(mine))
+                env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+                       "OPENBLAS_NUM_THREADS": threads}
                 code = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
         finally:
             free.put(mine)

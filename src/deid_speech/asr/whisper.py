@@ -708,3 +708,9 @@ class CachedTranscriber:
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"model": self.model_key, "audio": key, "transcript": d}) + "\n")
         return tr
+
+
+def transcriber(options: AsrOptions, cache: Path | str | None = None) -> Transcriber | CachedTranscriber:
+    """A Whisper transcriber with ``options``, its transcripts kept in ``cache`` when one is given
+    (eval's ``--asr-cache``, and the tuning scripts' under bench/)."""
+    return CachedTranscriber(options, cache) if cache is not None else Transcriber(options)

@@ -70,13 +70,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def _whisper(options, cache: Path | None):
-    """A Whisper transcriber with ``options``, its transcripts kept in ``cache`` if given."""
-    from deid_speech.asr.whisper import CachedTranscriber, Transcriber
-
-    return CachedTranscriber(options, cache) if cache is not None else Transcriber(options)
-
-
 def asr_overrides(pairs: list[str], flag: str = "--asr-option") -> dict:
     """``KEY=VALUE`` pairs as AsrOptions fields, each value read as its field's type."""
     import dataclasses
@@ -163,15 +156,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         if not all(s in table.E2E for s in systems) and (args.asr_cache is not None or args.fast_asr
                                                           or args.asr_option):
-            from deid_speech.asr.whisper import AsrOptions
+            from deid_speech.asr.whisper import AsrOptions, transcriber
 
             opts = (AsrOptions.fast(model=args.asr_model, **extra) if args.fast_asr
                     else AsrOptions(model=args.asr_model, **extra))
-            asr = _whisper(opts, args.asr_cache)
+            asr = transcriber(opts, args.asr_cache)
         if verifying and args.verifier != "e2e":
-            from deid_speech.asr.whisper import AsrOptions
+            from deid_speech.asr.whisper import AsrOptions, transcriber
 
-            second = _whisper(AsrOptions.second_opinion(model=args.verifier, **second_extra), args.asr_cache)
+            second = transcriber(AsrOptions.second_opinion(model=args.verifier, **second_extra), args.asr_cache)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
                                    verifier=args.verifier, verifier_asr=second, uncovered=uncovered,
