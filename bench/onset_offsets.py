@@ -12,7 +12,7 @@ Tuning data only: ``--bench`` is the benchmark's dev part (its ``utterances/`` a
 The detected spans are the cascade's as ``deid-speech eval`` scores them: one Whisper
 transcript per file (read from ``--asr-cache`` when it holds it), the Redactor's detectors,
 ``merge_spans`` and ``place_spans`` (which widens mistimed spans and lets each span reach up
-to ``GAP_REACH`` s into the pause before/after it), and no padding: padding is applied
+up to ``GAP_REACH_BEFORE`` / ``GAP_REACH_AFTER`` s into the pause before/after it), and no padding: padding is applied
 only when the audio is overwritten (``redact_audio``) or scored (``eval``).
 
 For each true entity (manifest times, exact by construction of the voiced benchmark) that
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, transcriber
     from deid_speech.pipeline import RedactConfig, Redactor
-    from deid_speech.redact import GAP_REACH
+    from deid_speech.redact import GAP_REACH_AFTER, GAP_REACH_BEFORE
 
     t0 = time.perf_counter()
     opts = AsrOptions(model=args.asr_model)
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"command": "python bench/onset_offsets.py " + " ".join(sys.argv[1:] if argv is None else argv),
                      "git_head": _git_head(), "bench": str(args.bench), "asr_model": args.asr_model,
                      "ner_model": args.ner_model,
-                     "system": "cascade", "gap_reach": GAP_REACH, "current_padding": args.current,
+                     "system": "cascade", "gap_reach": [GAP_REACH_BEFORE, GAP_REACH_AFTER], "current_padding": args.current,
                      "quantile": q, "grid": grid, "parts": {}}
     for name, recs in sets.items():
         rows, raw_rows = edges(recs), edges(recs, "raw")

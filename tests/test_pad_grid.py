@@ -1,4 +1,4 @@
-"""bench/pad_grid.py: the padding rule (privacy first, no more over-redaction than now) and its
+"""bench/pad_grid.py: the rule (no more leak than now, then the least over-redaction) and its
 scoring of the same predictions under other pads."""
 from __future__ import annotations
 
@@ -16,25 +16,45 @@ pad_grid = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pad_grid)
 
 
-def cell(part, before, after, leak, over):
-    return {"part": part, "pad_before": before, "pad_after": after, "recall": 1.0,
+def cell(part, before, after, leak, over, reach=0.3):
+    return {"part": part, "reach_after": reach, "pad_before": before, "pad_after": after, "recall": 1.0,
             "leaked_duration": leak, "leaky_entities": 0.0, "over_redaction": over}
 
 
-def test_the_least_leak_among_pairs_that_beep_no_more_than_now() -> None:
+def test_the_least_over_redaction_among_settings_that_leak_no_more_than_now() -> None:
     cells = [cell("utterances", 0.2, 0.15, 4 / 64, 0.28), cell("calls", 0.2, 0.15, 4 / 64, 0.18),
-             # leaks least, but beeps more of the calls: not allowed
-             cell("utterances", 0.5, 0.2, 1 / 64, 0.27), cell("calls", 0.5, 0.2, 1 / 64, 0.19),
-             # less leak on both, no more over-redaction: chosen
-             cell("utterances", 0.3, 0.0, 2 / 64, 0.28), cell("calls", 0.3, 0.0, 3 / 64, 0.17),
-             # the same mean leak, but more over-redaction: the tie goes to the pair above
-             cell("utterances", 0.25, 0.05, 3 / 64, 0.28), cell("calls", 0.25, 0.05, 2 / 64, 0.18)]
-    rec = pad_grid.choose(cells, (0.2, 0.15))
-    assert (rec["pad_before"], rec["pad_after"]) == (0.3, 0.0)
+             # beeps least, but leaks more of the calls: not allowed
+             cell("utterances", 0.1, 0.0, 3 / 64, 0.20), cell("calls", 0.1, 0.0, 5 / 64, 0.12),
+             # no more leak on either part, less over-redaction: chosen
+             cell("utterances", 0.25, 0.1, 4 / 64, 0.25, reach=0.0), cell("calls", 0.25, 0.1, 3 / 64, 0.16, reach=0.0),
+             # the same mean over-redaction, but more leak: the tie goes to the setting above
+             cell("utterances", 0.3, 0.05, 4 / 64, 0.24), cell("calls", 0.3, 0.05, 4 / 64, 0.17)]
+    rec = pad_grid.choose(cells, (0.3, 0.2, 0.15))
+    assert (rec["reach_after"], rec["pad_before"], rec["pad_after"]) == (0.0, 0.25, 0.1)
     assert rec["parts"]["calls"]["leaked_duration"] == 3 / 64
-    # nothing beats the current padding: it stays
-    rec = pad_grid.choose(cells[:4], (0.2, 0.15))
-    assert (rec["pad_before"], rec["pad_after"]) == (0.2, 0.15)
+    # nothing beats the current setting: it stays
+    rec = pad_grid.choose(cells[:4], (0.3, 0.2, 0.15))
+    assert (rec["reach_after"], rec["pad_before"], rec["pad_after"]) == (0.3, 0.2, 0.15)
+
+
+def test_the_forward_reach_is_set_for_detection_and_restored(monkeypatch) -> None:
+    from deid_speech import redact
+    from deid_speech.eval import run
+
+    seen = []
+    monkeypatch.setattr(run, "load_manifest", lambda manifest: [])
+    def lazily(*a, **k):  # system_predictions detects as it is iterated
+        seen.append(redact.GAP_REACH_AFTER)
+        yield from ()
+
+    monkeypatch.setattr(run, "system_predictions", lambda *a, **k: lazily())
+    default = redact.GAP_REACH_AFTER
+    pad_grid.predictions(Path("m.jsonl"), None, 0.07)
+    assert seen == [0.07] and redact.GAP_REACH_AFTER == default
+    monkeypatch.setattr(run, "system_predictions", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        pad_grid.predictions(Path("m.jsonl"), None, 0.07)
+    assert redact.GAP_REACH_AFTER == default
 
 
 def test_each_pair_rescores_the_same_spans_with_its_own_padding() -> None:

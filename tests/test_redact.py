@@ -101,11 +101,13 @@ def test_mistimed_words_widen_to_their_plausible_neighbours_not_a_20s_segment():
 def test_spans_reach_into_pauses_up_to_the_neighbouring_words():
     t = Transcript.from_words([("call", 0.0, 0.4), ("Tan", 1.5, 1.9), ("now", 2.0, 2.3), ("ok", 3.0, 3.2)])
     (a,) = reach_gaps([Span(1.5, 1.9, "PERSON", text="Tan")], t)
-    assert (a.start, a.end) == (1.2, 2.0)  # 0.3 s back into the long pause, up to "now" ahead
-    (b,) = reach_gaps([Span(2.0, 2.3, "PERSON")], t, max_reach=1.0)
-    assert (b.start, b.end) == (1.9, 3.0)
+    assert (a.start, a.end) == (pytest.approx(1.2), 2.0)  # 0.3 s back into the long pause, up to "now" ahead
+    (b,) = reach_gaps([Span(2.0, 2.3, "PERSON")], t, before=1.0, after=1.0)
+    assert (b.start, b.end) == (1.9, 3.0)  # up to the neighbouring words, each side
     (c,) = reach_gaps([Span(0.0, 0.4, "PERSON")], Transcript.from_words([("x", 0.0, 0.4)]))
-    assert (c.start, c.end) == (0.0, pytest.approx(0.7))  # nothing after: max_reach
+    assert (c.start, c.end) == (0.0, pytest.approx(0.7))  # nothing after: the most it may reach
+    (d,) = reach_gaps([Span(1.5, 1.9, "PERSON")], t, after=0.05)
+    assert d.end == pytest.approx(1.95)  # a smaller forward reach stops short of "now"
 
 
 def test_merge_joins_overlaps_keeps_best_label_and_all_sources():
