@@ -524,6 +524,41 @@ def test_seeking_decodes_the_stretches_and_drops_a_window_that_loops(monkeypatch
     assert starts == sorted(starts)
 
 
+def test_an_initial_prompt_goes_before_every_decoding_and_keeps_old_caches_valid(monkeypatch, tmp_path):
+    from deid_speech.asr import whisper
+    from deid_speech.asr.models import ResolvedModel
+
+    prompts = []
+
+    class Model:
+        model = type("Ct2", (), {"fresh": lambda self: None, "is_multilingual": False})()
+
+        def transcribe(self, audio, **kw):
+            prompts.append(kw["initial_prompt"])
+            return iter([]), None
+
+    def decoder(**kw):
+        t = whisper.Transcriber.__new__(whisper.Transcriber)
+        t.options, t._model, t._lock = AsrOptions(**kw), Model(), whisper._DECODING
+        t.resolved = ResolvedModel("ct2", Path("."), "x")
+        return t
+
+    clip = np.zeros(16000, np.float32)
+    decoder()._decode(clip, "the words before")
+    decoder(initial_prompt="Names: Toh Shu Fen.")._decode(clip, "the words before")
+    decoder(initial_prompt="Names: Toh Shu Fen.", seek=True)._decode(clip, None, clips=[0.0, 1.0])
+    decoder()._decode(clip, None)
+    assert prompts == ["the words before", "Names: Toh Shu Fen. the words before", "Names: Toh Shu Fen.", None]
+    with pytest.raises(ValueError, match="batched"):
+        AsrOptions(batched=True, initial_prompt="Names: Toh Shu Fen.")
+    # the field is left out of the cache key at its default: transcripts cached before it stay valid
+    monkeypatch.setattr(whisper, "resolve_model", lambda name: ResolvedModel("ct2", tmp_path, name))
+    monkeypatch.setattr("deid_speech.asr.models._identity", lambda path: "same model")
+    plain = whisper.CachedTranscriber(AsrOptions(), tmp_path / "c.jsonl").model_key
+    assert plain == whisper.CachedTranscriber(AsrOptions(initial_prompt=""), tmp_path / "c.jsonl").model_key
+    assert plain != whisper.CachedTranscriber(AsrOptions(initial_prompt="Names: X."), tmp_path / "c.jsonl").model_key
+
+
 @pytest.mark.model
 def test_seeking_transcribes_the_example_like_the_windows_do():
     from deid_speech.asr.whisper import Transcriber, uncovered_speech

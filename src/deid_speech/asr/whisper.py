@@ -68,6 +68,8 @@ class AsrOptions:
     device: str = "cpu"
     language: str | None = "en"
     threads: int = 0  # CTranslate2 threads; 0: one per core this process may use
+    initial_prompt: str = ""  # text every decoding is conditioned on, before the words of the window
+    # before it (Whisper's prompt: it biases spelling and vocabulary); "": none
     vad: VadOptions = field(default_factory=VadOptions)
 
     def __post_init__(self) -> None:
@@ -79,6 +81,8 @@ class AsrOptions:
             raise ValueError("beam_size, batch_size and best_of must be >= 1, threads >= 0")
         if not 0.0 <= self.max_temperature <= 1.0:
             raise ValueError("max_temperature must be between 0 and 1")
+        if self.batched and self.initial_prompt.strip():
+            raise ValueError("initial_prompt is for decodings one window at a time or seeking, not batched ones")
 
     def temperatures(self, fallback: bool) -> tuple[float, ...]:
         """Temperature 0, then (``fallback``) the fallback's up to ``max_temperature``."""
@@ -437,6 +441,7 @@ class Transcriber:
         o = self.options
         beam = max(o.beam_size, 5) if o.batched else o.beam_size
         temperature = o.temperatures(fallback)
+        prompt = " ".join(x for x in (o.initial_prompt.strip(), (prompt or "").strip()) if x)
         if self.resolved.kind == "ct2":
             # the temperature fallback samples: seed it from the audio, so the same input gives
             # the same transcript (and the same redaction) on every run
@@ -649,7 +654,7 @@ class Transcriber:
 # AsrOptions fields added after caches were written, with the values decoding had then: left
 # out of the cache key at those values, so a cache written before them stays valid
 _ADDED_LATER = {"max_temperature": 1.0, "best_of": 5, "logprob_threshold": -1.0, "prompt_windows": True,
-                "seek": False}
+                "seek": False, "initial_prompt": ""}
 
 
 class CachedTranscriber:
