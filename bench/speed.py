@@ -10,7 +10,11 @@ Every case runs in a fresh process, ``--runs`` times (medians, with min and max)
 whole ``deid-speech redact`` command (its own ``main``; interpreter start, imports, model
 loading, redaction and writing the outputs), its stages collected by
 :mod:`deid_speech.timing`; peak memory is the process's maximum resident set plus that of
-the verifier's helper process, if it has one (the sum of the two peaks).
+the verifier's helper process, if it has one (the sum of the two peaks: an upper bound, since
+the two peaks need not come at once and both processes map the same libraries). On Linux the
+process tree is also sampled every 0.1 s (:class:`MemorySampler`): the largest sum of its
+resident sets at one moment, and of its proportional set sizes (PSS: a page that n processes
+share counts 1/n in each), which is what the machine must hold for the call.
 
 Audio (written once into ``--audio-dir``) comes from the unseen-voice benchmark's dev
 part, never its test part: the dev utterance closest to 10 s, the 108 s dev call, the
@@ -153,6 +157,8 @@ def summarise(rows: list[dict], duration: float) -> dict:
         "rtf_min": round(min(walls) / duration, 4), "rtf_max": round(max(walls) / duration, 4),
         "peak_mb": round(med([r["peak_mb"] for r in rows])),
         "helper_peak_mb": round(med([r.get("helper_peak_mb", 0.0) for r in rows])),
+        **({k: round(med([r[k] for r in rows])) for k in ("largest_rss_sum_mb", "largest_pss_sum_mb")}
+           if all("largest_pss_sum_mb" in r for r in rows) else {}),
         "seconds": {"start-up (interpreter, imports)": round(startup, 3),
                     **{k: round(v, 3) for k, v in per_stage.items()}},
         "share_of_wall": {"start-up + loading": round(loading / wall, 3),
@@ -164,25 +170,94 @@ def summarise(rows: list[dict], duration: float) -> dict:
     }
 
 
+class MemorySampler:
+    """The largest memory a process and its descendants hold at one moment, sampled every
+    ``every`` seconds in a thread (Linux ``/proc``; elsewhere nothing is sampled): the sum of
+    their resident sets (``VmRSS``) and of their proportional set sizes (``Pss`` of
+    ``smaps_rollup``: a page shared by n processes counts 1/n in each, so the sum counts it
+    once). A peak shorter than ``every`` can be missed; ``ru_maxrss`` bounds it from above."""
+
+    def __init__(self, pid: int, every: float = 0.1):
+        import threading
+
+        self.pid, self.every = pid, every
+        self.rss_mb = self.pss_mb = 0.0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _field(path: str, name: str) -> float:
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    if line.startswith(name):
+                        return int(line.split()[1]) / 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0.0
+
+    def tree(self) -> list[int]:
+        """This process and its descendants (``/proc/PID/task/*/children``)."""
+        import os
+
+        out, i = [self.pid], 0
+        while i < len(out):
+            try:
+                for task in os.listdir(f"/proc/{out[i]}/task"):
+                    with open(f"/proc/{out[i]}/task/{task}/children") as fh:
+                        out += [int(x) for x in fh.read().split()]
+            except OSError:
+                pass
+            i += 1
+        return out
+
+    def _run(self) -> None:
+        if not Path("/proc/self/smaps_rollup").exists():
+            return
+        while not self._stop.is_set():
+            pids = self.tree()
+            rss = sum(self._field(f"/proc/{q}/status", "VmRSS:") for q in pids)
+            pss = sum(self._field(f"/proc/{q}/smaps_rollup", "Pss:") for q in pids)
+            if not rss:  # the process is gone (or a zombie): no sample, not a sample of 0 MB
+                break
+            self.rss_mb, self.pss_mb = max(self.rss_mb, rss), max(self.pss_mb, pss)
+            self.samples += 1
+            self._stop.wait(self.every)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        if not self.samples:
+            return {}
+        return {"largest_rss_sum_mb": round(self.rss_mb), "largest_pss_sum_mb": round(self.pss_mb)}
+
+
 def one(case: str, path: str, work: str) -> None:
     """Measure one fresh child process (this process is its only parent)."""
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHILD, case, path, work], capture_output=True, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, case, path, work], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    sampler = MemorySampler(proc.pid)
+    out, err = proc.communicate()
     wall = time.perf_counter() - t
-    if p.returncode:
+    sampled = sampler.stop()
+    if proc.returncode:
         sys.exit(f"{case} on {Path(path).name} failed: "
-                 f"{p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
-    d = json.loads(p.stdout.strip().splitlines()[-1])
+                 f"{err.strip().splitlines()[-1] if err.strip() else proc.returncode}")
+    d = json.loads(out.strip().splitlines()[-1])
     d["wall_s"] = wall
     # the redact process and its helper together (the sum of their peaks: an upper bound)
     d["peak_mb"] = d.pop("own_peak_mb") + d["helper_peak_mb"]
+    d.update(sampled)
     print(json.dumps(d))
 
 
 def table(results: dict) -> str:
-    lines = ["| audio | case | wall s (min-max) | RTF | RTF w/o loading | peak MB | start-up+loading | decoding | vad | "
-             "detectors | verification | alignment | reading+writing | detection share of work |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| audio | case | wall s (min-max) | RTF | RTF w/o loading | peak MB | largest PSS MB | start-up+loading | "
+             "decoding | vad | detectors | verification | alignment | reading+writing | detection share of work |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for audio, cases in results.items():
         for case, r in cases.items():
             s = r["share_of_wall"]
@@ -192,7 +267,8 @@ def table(results: dict) -> str:
 
             det = r["detection_share_of_work"]
             lines.append(f"| {audio} | {case} | {r['wall_s']} ({r['wall_min_s']}-{r['wall_max_s']}) | {r['rtf']} | "
-                         f"{r['rtf_without_loading']} | {r['peak_mb']} | {pct('start-up + loading')} | "
+                         f"{r['rtf_without_loading']} | {r['peak_mb']} | {r.get('largest_pss_sum_mb', '')} | "
+                         f"{pct('start-up + loading')} | "
                          f"{pct('decoding')} | {pct('vad')} | {pct('detectors')} | {pct('verification')} | "
                          f"{pct('alignment')} | {pct('reading', 'writing')} | "
                          f"{'' if det is None else f'{100 * det:.0f}%'} |")
@@ -233,7 +309,7 @@ def main() -> None:
             r = measure(case, path, duration, args.runs)
             results.setdefault(name, {})[case] = r
             print(f"{name} {case}: wall {r['wall_s']} s, RTF {r['rtf']} ({r['rtf_without_loading']} without loading), "
-                  f"peak {r['peak_mb']} MB", flush=True)
+                  f"peak {r['peak_mb']} MB (largest PSS at one time: {r.get('largest_pss_sum_mb', '-')} MB)", flush=True)
     print(table(results))
     if args.out:
         from deid_speech.asr.whisper import cpu_threads
