@@ -559,6 +559,40 @@ def test_an_initial_prompt_goes_before_every_decoding_and_keeps_old_caches_valid
     assert plain != whisper.CachedTranscriber(AsrOptions(initial_prompt="Names: X."), tmp_path / "c.jsonl").model_key
 
 
+def test_seeking_decodes_pieces_of_seek_chunk_s(monkeypatch, tmp_path):
+    from deid_speech.asr import whisper
+    from deid_speech.asr.models import ResolvedModel
+
+    monkeypatch.setattr(whisper, "speech_regions", lambda audio, options=None: [(0.0, 100.0), (102.0, 250.0)])
+    decoded = []
+
+    class Model:
+        model = type("Ct2", (), {"fresh": lambda self: None, "is_multilingual": False})()
+
+        def transcribe(self, audio, **kw):
+            decoded.append(round(len(audio) / 16000))
+            return iter([]), None
+
+    t = whisper.Transcriber.__new__(whisper.Transcriber)
+    t.options, t._model, t._lock = AsrOptions(seek=True, seek_chunk_s=120.0), Model(), whisper._DECODING
+    t.resolved = ResolvedModel("ct2", Path("."), "x")
+    audio = np.zeros(250 * 16000, np.float32)
+    t._seeking(audio, [(0.0, 100.0), (102.0, 250.0)], [], [], None)
+    assert decoded and max(decoded) <= 120 and sum(decoded) >= 248  # every stretch, in pieces of <= 120 s
+    decoded.clear()
+    t.options = AsrOptions(seek=True)  # 300 s: both stretches in one piece
+    t._seeking(audio, [(0.0, 100.0), (102.0, 250.0)], [], [], None)
+    assert decoded == [250]
+    with pytest.raises(ValueError, match="seek_chunk_s"):
+        AsrOptions(seek_chunk_s=10.0)
+    # left out of the cache key at its old value: transcripts cached before it stay valid
+    monkeypatch.setattr(whisper, "resolve_model", lambda name: ResolvedModel("ct2", tmp_path, name))
+    monkeypatch.setattr("deid_speech.asr.models._identity", lambda path: "same model")
+    key = whisper.CachedTranscriber(AsrOptions(), tmp_path / "c.jsonl").model_key
+    assert key == whisper.CachedTranscriber(AsrOptions(seek_chunk_s=300.0), tmp_path / "c.jsonl").model_key
+    assert key != whisper.CachedTranscriber(AsrOptions(seek_chunk_s=120.0), tmp_path / "c.jsonl").model_key
+
+
 @pytest.mark.model
 def test_seeking_transcribes_the_example_like_the_windows_do():
     from deid_speech.asr.whisper import Transcriber, uncovered_speech

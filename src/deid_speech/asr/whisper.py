@@ -58,6 +58,7 @@ class AsrOptions:
     seek: bool = False  # one pass over the speech stretches, Whisper seeking from segment to segment
     # (faster-whisper's own long-form loop, no prompt) instead of windows cut at pauses (CTranslate2
     # models, not batched; an openai-whisper checkpoint decodes windows)
+    seek_chunk_s: float = 300.0  # seeking: this much audio at a time (see seek_chunks)
     prompt_windows: bool = True  # one window at a time: the words before a window are its prompt
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
     # decoded again (as a looping one is); None: only a window that loops is
@@ -81,6 +82,8 @@ class AsrOptions:
             raise ValueError("beam_size, batch_size and best_of must be >= 1, threads >= 0")
         if not 0.0 <= self.max_temperature <= 1.0:
             raise ValueError("max_temperature must be between 0 and 1")
+        if self.seek_chunk_s < 30.0:
+            raise ValueError("seek_chunk_s must be at least one 30 s Whisper window")
         if self.batched and self.initial_prompt.strip():
             raise ValueError("initial_prompt is for decodings one window at a time or seeking, not batched ones")
 
@@ -559,9 +562,9 @@ class Transcriber:
         over the stretches only (``clip_timestamps``; pauses of ``skip_silence_s`` or more are
         skipped). A 30 s window that loops at every temperature of the fallback is dropped
         (:meth:`_decode_unlocked`): its speech is left to the uncovered-speech pass. At most
-        :data:`SEEK_CHUNK_S` of audio is decoded at a time."""
+        ``seek_chunk_s`` of audio is decoded at a time."""
         o, sr, total = self.options, MODEL_RATE, len(audio) / MODEL_RATE
-        for lo, hi, clips in seek_chunks(audio, speech_stretches(regions, o.skip_silence_s)):
+        for lo, hi, clips in seek_chunks(audio, speech_stretches(regions, o.skip_silence_s), o.seek_chunk_s):
             flat = [round(x, 3) for ab in clips for x in ab]
             dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], None, fallback=o.fallback, clips=flat)
             words += [(t, a + lo, min(b + lo, total), p) for t, a, b, p in mark_loops(dw)]
@@ -654,7 +657,7 @@ class Transcriber:
 # AsrOptions fields added after caches were written, with the values decoding had then: left
 # out of the cache key at those values, so a cache written before them stays valid
 _ADDED_LATER = {"max_temperature": 1.0, "best_of": 5, "logprob_threshold": -1.0, "prompt_windows": True,
-                "seek": False, "initial_prompt": ""}
+                "seek": False, "initial_prompt": "", "seek_chunk_s": 300.0}
 
 
 class CachedTranscriber:
