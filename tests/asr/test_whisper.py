@@ -188,7 +188,8 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
 
     from deid_speech.asr.models import _identity
 
-    later = ("max_temperature", "best_of", "logprob_threshold", "prompt_windows", "seek")  # fields added since
+    later = ("max_temperature", "best_of", "logprob_threshold", "prompt_windows", "seek", "initial_prompt",
+             "seek_chunk_s")  # fields added since
     old = {k: v for k, v in asdict(AsrOptions()).items() if k not in later}
     ident = json.dumps([_identity(str(whisper.resolve_model("tiny.en").path)), old], sort_keys=True)
     assert keys == {hashlib.sha1(ident.encode()).hexdigest()[:16]}  # the key caches were written under
