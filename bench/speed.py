@@ -45,8 +45,32 @@ SYSTEMS = ("cascade", "cascade --no-helper-process", "cascade --verify-passes 1"
 PEERS = ("faster-whisper", "faster-whisper-batched", "whisper+presidio")
 
 
+TEN_MINUTES = "call-10min"
+GAP_S = 1.0  # silence between the calls joined into the long ones
+
+
+def long_call_manifest(calls: list[dict], order: list[str], audio: Path, seconds: dict[str, float]) -> dict:
+    """The manifest record of ``calls`` (dev manifest records, by id) joined in ``order`` with
+    :data:`GAP_S` of silence after each, as :func:`make_audio` joins their audio: text joined by
+    spaces, entity and word times and characters shifted, so that ``deid-speech eval`` scores
+    the long call (``seconds``: each call's audio length)."""
+    by_id = {d["id"]: d for d in calls}
+    t0, c0, texts, ents, words = 0.0, 0, [], [], []
+    for k in order:
+        d = by_id[k]
+        shift = {"start": t0, "end": t0, "char_start": c0, "char_end": c0}
+        ents += [{**e, **{f: e[f] + v for f, v in shift.items()}} for e in d["entities"]]
+        words += [{**w, **{f: w[f] + v for f, v in shift.items() if f in w}} for w in d.get("words", [])]
+        texts.append(d["text"])
+        c0 += len(d["text"]) + 1
+        t0 += seconds[k] + GAP_S
+    return {"id": f"dev-calls-{len(order)}-joined", "audio": str(audio.resolve()), "duration": round(t0, 6),
+            "sample_rate": 16000, "text": " ".join(texts), "entities": ents, "words": words}
+
+
 def make_audio(folder: Path, long: bool) -> dict[str, Path]:
-    """The benchmark's audio, written once."""
+    """The benchmark's audio, written once; with the 10-minute call, its manifest
+    (``call-10min.manifest.jsonl``: the dev calls' entities in the joined call's times)."""
     import numpy as np
     import soundfile as sf
 
@@ -60,7 +84,8 @@ def make_audio(folder: Path, long: bool) -> dict[str, Path]:
     if long:
         out["call-20min-16k-mono"] = folder / "call-20min-16k-mono.flac"
         out["call-20min-48k-stereo"] = folder / "call-20min-48k-stereo.flac"
-    if all(p.is_file() for p in out.values()):
+    ten_manifest = folder / f"{TEN_MINUTES}.manifest.jsonl"
+    if all(p.is_file() for p in out.values()) and ten_manifest.is_file():
         return out
     utts = [json.loads(line) for line in (BENCH / "utterances" / "manifest.jsonl").open()]
     best = min(utts, key=lambda d: abs(d["duration"] - 10.0))
@@ -70,9 +95,11 @@ def make_audio(folder: Path, long: bool) -> dict[str, Path]:
     sr = 16000
     sf.write(out["utterance-10s"], load(BENCH / "utterances" / best["audio"]).samples[:, 0], sr)
     sf.write(out["call-110s"], audio["c-dev-clinic-appointment"], sr)
-    gap = np.zeros(sr, np.float32)
+    gap = np.zeros(int(GAP_S * sr), np.float32)
     ten = [audio[k] for k in ids + ids[:2]]
-    sf.write(out["call-10min"], np.concatenate([x for a in ten for x in (a, gap)]), sr)
+    sf.write(out[TEN_MINUTES], np.concatenate([x for a in ten for x in (a, gap)]), sr)
+    record = long_call_manifest(calls, ids + ids[:2], out[TEN_MINUTES], {k: len(a) / sr for k, a in audio.items()})
+    ten_manifest.write_text(json.dumps(record) + "\n")
     if long:
         left = np.concatenate([x for a in [audio[k] for k in ids * 3] for x in (a, gap)])
         right = np.concatenate([x for a in [audio[k] for k in (ids[::-1] * 3)] for x in (a, gap)])
