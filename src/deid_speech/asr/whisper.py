@@ -69,8 +69,10 @@ class AsrOptions:
     device: str = "cpu"
     language: str | None = "en"
     threads: int = 0  # CTranslate2 threads; 0: one per core this process may use
-    initial_prompt: str = ""  # text every decoding is conditioned on, before the words of the window
-    # before it (Whisper's prompt: it biases spelling and vocabulary); "": none
+    initial_prompt: str = ""  # Whisper's prompt (it biases spelling and vocabulary), before the words
+    # of the window before it: every window decoded on its own gets it (its retry without those words
+    # too); seeking, only the first 30 s of each piece (faster-whisper drops it after the first window
+    # when it does not condition on previous text); "": none
     vad: VadOptions = field(default_factory=VadOptions)
 
     def __post_init__(self) -> None:
