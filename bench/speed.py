@@ -80,7 +80,7 @@ def make_audio(folder: Path, long: bool) -> dict[str, Path]:
         sys.exit(f"{BENCH}: no benchmark audio; run `make benchmark` first")
     folder.mkdir(parents=True, exist_ok=True)
     out = {"utterance-10s": folder / "utterance-10s.flac", "call-110s": folder / "call-110s.flac",
-           "call-10min": folder / "call-10min.flac"}
+           TEN_MINUTES: folder / f"{TEN_MINUTES}.flac"}
     if long:
         out["call-20min-16k-mono"] = folder / "call-20min-16k-mono.flac"
         out["call-20min-48k-stereo"] = folder / "call-20min-48k-stereo.flac"
@@ -96,9 +96,9 @@ def make_audio(folder: Path, long: bool) -> dict[str, Path]:
     sf.write(out["utterance-10s"], load(BENCH / "utterances" / best["audio"]).samples[:, 0], sr)
     sf.write(out["call-110s"], audio["c-dev-clinic-appointment"], sr)
     gap = np.zeros(int(GAP_S * sr), np.float32)
-    ten = [audio[k] for k in ids + ids[:2]]
-    sf.write(out[TEN_MINUTES], np.concatenate([x for a in ten for x in (a, gap)]), sr)
-    record = long_call_manifest(calls, ids + ids[:2], out[TEN_MINUTES], {k: len(a) / sr for k, a in audio.items()})
+    order = ids + ids[:2]  # the four dev calls and the first two again: the audio and its manifest
+    sf.write(out[TEN_MINUTES], np.concatenate([x for k in order for x in (audio[k], gap)]), sr)
+    record = long_call_manifest(calls, order, out[TEN_MINUTES], {k: len(a) / sr for k, a in audio.items()})
     ten_manifest.write_text(json.dumps(record) + "\n")
     if long:
         left = np.concatenate([x for a in [audio[k] for k in ids * 3] for x in (a, gap)])
