@@ -174,3 +174,46 @@ def test_pools_give_each_worker_its_own_core_and_no_helper():
 
     assert RedactConfig().verify_in_helper is None
     assert one_process_each(RedactConfig()).verify_in_helper is False
+
+
+def test_results_are_written_while_nobody_reads_and_arrive_whole_and_in_order():
+    """A pass over a ten-minute call pickles to more than a pipe holds: the helper must go on
+    decoding while the parent is busy with its own decoding, not wait to write."""
+    import os
+    import pickle
+    import threading
+
+    from deid_speech.asr.helper import ResultWriter
+
+    r, w = os.pipe()
+    big = [("ok", bytes([k]) * (300 * 1024)) for k in range(3)]  # each over four times a pipe's 64 KiB
+    writer = ResultWriter(os.fdopen(w, "wb"))
+    done = threading.Event()
+
+    def produce():
+        for item in big:
+            writer.put(item)
+        done.set()
+
+    threading.Thread(target=produce, daemon=True).start()
+    assert done.wait(10), "put waited for the reader"
+    with os.fdopen(r, "rb") as inp:
+        got = [pickle.load(inp) for _ in big]
+        writer.close()  # returns once all is written
+        writer._out.close()
+        assert inp.read() == b""  # nothing after the last result
+    assert got == big
+
+
+def test_a_writer_whose_reader_is_gone_drops_the_rest_and_closes():
+    import os
+
+    from deid_speech.asr.helper import ResultWriter
+
+    r, w = os.pipe()
+    os.close(r)
+    writer = ResultWriter(os.fdopen(w, "wb"))
+    for _ in range(3):
+        writer.put(("ok", b"x" * 100_000))
+    writer.close()  # returns: no hang on a broken pipe
+    assert not writer._thread.is_alive()

@@ -166,9 +166,11 @@ class HelperTranscriber:
 def main() -> None:
     """The helper: read the options, load the model, then decode each array read from stdin,
     once per seed, and write ``("ok", Recognition)`` or ``("error", one line)`` to stdout, in order. A
-    reader thread drains stdin, so the parent's writes never wait for a decoding. A decoding the
-    parent abandoned (``("cancel", seqs)``: its file failed first) and the passes after a failed
-    pass of the same audio (the file fails at that pass) are not decoded: ``("skipped", one line)``."""
+    reader thread drains stdin, so the parent's writes never wait for a decoding, and a writer
+    thread (:class:`ResultWriter`) fills stdout, so a decoding never waits for the parent to read
+    the result before it. A decoding the parent abandoned (``("cancel", seqs)``: its file failed
+    first) and the passes after a failed pass of the same audio (the file fails at that pass) are
+    not decoded: ``("skipped", one line)``."""
     import queue
     import signal
     import sys
@@ -200,21 +202,59 @@ def main() -> None:
     except Exception as e:
         asr, error = None, str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
     seq = 0
-    while (request := requests.get()) is not None:
-        audio, seeds = request
-        failed = None
-        for i, k in enumerate(seeds):
-            seq += 1
-            if seq in cancelled or failed:
-                cancelled.discard(seq)
-                result = ("skipped", failed or "abandoned")
-            else:
-                result = _decode(asr, error, audio, k, last=i == len(seeds) - 1)
-                if result[0] == "error":
-                    failed = result[1]
-            pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
-            out.flush()
-        del audio, request  # freed before waiting for the next one, not held beside it
+    results = ResultWriter(out)
+    try:
+        while (request := requests.get()) is not None:
+            audio, seeds = request
+            failed = None
+            for i, k in enumerate(seeds):
+                seq += 1
+                if seq in cancelled or failed:
+                    cancelled.discard(seq)
+                    result = ("skipped", failed or "abandoned")
+                else:
+                    result = _decode(asr, error, audio, k, last=i == len(seeds) - 1)
+                    if result[0] == "error":
+                        failed = result[1]
+                results.put(result)
+            del audio, request  # freed before waiting for the next one, not held beside it
+    finally:
+        results.close()
+
+
+class ResultWriter:
+    """Results written to a pipe, in order, by a thread of their own: ``put`` never waits for
+    the reader. A pipe holds 64 KiB, and one pass over a ten-minute call pickles to about
+    110 KiB: written by the decoding loop itself, the first pass's result waited there until
+    the parent had finished its own decoding and read it, and the second pass started only then
+    (the ten-minute call's wall time: 171 s, of which 55 s waiting for the second pass;
+    docs/results.md §0ab). ``close`` waits until everything put is written; if the reader is
+    gone, what is left is dropped."""
+
+    def __init__(self, out):
+        import queue
+
+        self._out = out
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._write, name="helper-results")
+        self._thread.start()
+
+    def put(self, result) -> None:
+        self._queue.put(result)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _write(self) -> None:
+        while (result := self._queue.get()) is not None:
+            try:
+                pickle.dump(result, self._out, protocol=pickle.HIGHEST_PROTOCOL)
+                self._out.flush()
+            except (BrokenPipeError, OSError, ValueError):  # the parent is gone: nobody reads
+                while self._queue.get() is not None:
+                    pass
+                return
 
 
 def _decode(asr, error: str | None, audio: np.ndarray, k: int, last: bool) -> tuple[str, object]:
