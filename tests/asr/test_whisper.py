@@ -615,3 +615,37 @@ def test_seeking_transcribes_the_example_like_the_windows_do():
 
     ratio = difflib.SequenceMatcher(a=words(windowed), b=words(seeking)).ratio()
     assert ratio > 0.8, ratio
+
+
+@pytest.mark.parametrize("second_chance_fallback", [True, False])
+def test_speech_no_word_covers_is_decoded_again_with_or_without_the_fallback(monkeypatch, second_chance_fallback):
+    """The windows always get the fallback; the second chance on speech they left without
+    words gets it only when ``second_chance_fallback``."""
+    import dataclasses
+
+    audio = np.random.default_rng(0).normal(0, 0.1, 25 * 16000).astype(np.float32)
+    t = _looping_transcriber(lambda careful, dur: False, monkeypatch, batched=False)
+    t.options = dataclasses.replace(t.options, second_chance_fallback=second_chance_fallback)
+    calls = []
+
+    def decode(clip, prompt=None, fallback=False):
+        calls.append((len(clip) / 16000, fallback))
+        if len(calls) == 1:  # the first window: words for its first 3 s only, the rest uncovered
+            return [(f" word{i}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(6)], [(0.0, 3.0)]
+        dur = len(clip) / 16000
+        return [(f" more{i}", 0.5 * i, 0.5 * i + 0.3, 0.9) for i in range(int(dur * 2))], [(0.0, dur)]
+
+    t._decode = decode
+    tr = t.transcribe(audio)
+    windows = len(_planned_windows(t, audio))
+    assert len(calls) > windows  # a second chance ran
+    assert all(fb for _, fb in calls[:windows])
+    assert all(fb is second_chance_fallback for _, fb in calls[windows:])
+    assert any(w.text.startswith("more") for w in tr.words if w.start > 3.5)
+
+
+def _planned_windows(t, audio):
+    from deid_speech.asr.whisper import plan_windows
+
+    o = t.options
+    return plan_windows(audio, [(0.0, len(audio) / 16000)], o.window_s, o.overlap_s, o.skip_silence_s)

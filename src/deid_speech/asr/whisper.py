@@ -60,6 +60,8 @@ class AsrOptions:
     # models, not batched; an openai-whisper checkpoint decodes windows)
     seek_chunk_s: float = 300.0  # seeking: this much audio at a time (see seek_chunks)
     prompt_windows: bool = True  # one window at a time: the words before a window are its prompt
+    second_chance_fallback: bool = True  # speech no word covers, decoded again alone: with the
+    # temperature fallback too (when ``fallback``); False: at temperature 0 only
     retry_logprob: float | None = None  # a window decoded with a lower mean token log-probability is
     # decoded again (as a looping one is); None: only a window that loops is
     window_s: float = 27.0  # a cut piece of speech is decoded with overlap_s more on each side
@@ -545,7 +547,8 @@ class Transcriber:
             before = [x[0].strip() for x in words if x[2] <= a + 1e-6][-PROMPT_WORDS:]
             lo, hi = max(0.0, a - o.overlap_s), min(total, b + o.overlap_s)
             n, m = len(words), len(segs)
-            dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(before), fallback=o.fallback and not o.batched)
+            dw, ds = self._decode(audio[int(lo * sr): int(hi * sr)], " ".join(before),
+                                  fallback=o.fallback and o.second_chance_fallback and not o.batched)
             self._keep_owned(Window((lo, hi), (a, b)), dw, ds, total, words, segs)
             words[n:] = cut_loops(words[n:])
             if hallucinated(words[n:], b - a):
@@ -659,7 +662,8 @@ class Transcriber:
 # AsrOptions fields added after caches were written, with the values decoding had then: left
 # out of the cache key at those values, so a cache written before them stays valid
 _ADDED_LATER = {"max_temperature": 1.0, "best_of": 5, "logprob_threshold": -1.0, "prompt_windows": True,
-                "seek": False, "initial_prompt": "", "seek_chunk_s": 300.0}
+                "seek": False, "initial_prompt": "", "seek_chunk_s": 300.0,
+                "second_chance_fallback": True}
 
 
 class CachedTranscriber:
