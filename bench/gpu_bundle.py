@@ -204,7 +204,8 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
 
     cfg = ExperimentConfig.load(config)
     cfg.check_tests()
-    steps = json.loads((cfg.out_dir / "steps.json").read_text())
+    record = cfg.out_dir / "steps.json"  # none yet: nothing built
+    steps = json.loads(record.read_text()) if record.is_file() else {}
     need = ["data"] + [f"arm {a.name}" for a in cfg.arms]
     if missing := [s for s in need if s not in steps]:
         sys.exit(f"gpu_bundle: build the data first (missing steps: {', '.join(missing)})")

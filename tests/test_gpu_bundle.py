@@ -74,3 +74,14 @@ def test_the_emulated_image_hides_a_package_unless_a_shim_stands_in(tmp_path: Pa
     (shims / "json" / "tool" / "__init__.py").write_text("")
     assert imports("json.tool") == "ok"  # the shim's own modules
     assert imports("email") == "ok"  # what the image has
+
+
+def test_packing_before_the_data_is_built_is_a_one_line_error(tmp_path: Path) -> None:
+    import pytest
+
+    config = tmp_path / "x.toml"
+    config.write_text('out_dir = "out"\nseeds = [0]\n')  # nothing built there: no steps.json
+    with pytest.raises(SystemExit) as e:
+        gpu_bundle.pack(config, tmp_path / "bundle", False)
+    assert e.value.code == "gpu_bundle: build the data first (missing steps: data)"
+    assert not (tmp_path / "bundle").exists()
