@@ -15,6 +15,9 @@ call (the second call finds the first part still there):
   the repository root with the experiment's config, its training, dev and test manifests
   with the audio as 16 kHz Ogg Opus (~17 kb/s), the arms' sentence files, and the finished
   data and arm steps, so that the experiment resumes at its trainings.
+* ``c/``: the arms' training manifests and the audio only they name, in the same mirror
+  (laid over part b on the device). At n = 300 one part b of everything held 68 MiB, more
+  than a call carries beside the repository; each part must stay under :data:`PART_MIB`.
 
 Here::
 
@@ -26,10 +29,11 @@ with the shipped e2e model too, so that the tagging paths run). Then on the GPU 
 (``bench/gpu_run.sh``; ``.gpu`` is ignored by git and travels as ``carry``)::
 
     bash bench/gpu_run.sh check                 # call 1, carry .gpu/a: unpack it to /tmp/gpu-a
+    bash bench/gpu_run.sh stage                 # call 2, carry .gpu/c: copied to /tmp/gpu-c
     bash bench/gpu_run.sh run configs/experiments/small-llm-gpu.toml 540
-                                                # call 2, carry .gpu/b: copied to /tmp/gpu-b, run
+                                                # call 3, carry .gpu/b: copied to /tmp/gpu-b, c over it, run
     bash bench/gpu_run.sh run configs/experiments/small-llm-gpu.toml 540
-                                                # call 3 if needed, carry nothing: resumes
+                                                # call 4 if needed, carry nothing: resumes
 
 The repository travels with every call and must fit beside a part: during the calls, take its
 six largest files out of the index and list them in ``.git/info/exclude`` (4.7 MB remain), and
@@ -63,6 +67,7 @@ PY = "3.12"  # the GPU machine's Python
 PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64"]
 WHEELS_A = ["soundfile==0.14.0", "cffi==2.1.1", "pycparser==3.12", "jiwer==4.0.0", "rapidfuzz==3.14.6"]
 WHEELS_B = ["pocketsphinx==5.0.4"]
+PART_MIB = 58  # what one part may hold: a call carries 64 MiB, the repository without its largest files ~5
 OPUS_LEVEL = 0.95  # libsndfile's Opus compression level: ~17 kb/s on speech at 16 kHz
 FW_FILES = ["utils.py", "vad.py", "feature_extractor.py", "assets/__init__.py", "assets/silero_vad_v6.onnx"]
 
@@ -168,19 +173,22 @@ def to_opus(src: Path, dst: Path) -> float:
 
 def copy_manifest(src: Path, root: Path, mirror: Path, done: dict[Path, Path]) -> int:
     """``src`` (a manifest under ``root``) at the same place under ``mirror``, each audio
-    file as Opus beside it (once per file), the paths relative to the new manifest."""
+    file as Opus beside it (once per file, in the mirror of the first manifest that names it:
+    ``done`` maps it to its place relative to the root of the parts), the paths relative to the
+    new manifest as they will be once the parts are laid over one another."""
     from deid_speech import manifest
 
     rows = manifest.read(src, need=("text", "audio"), check_audio=True, line_ids=False)
-    dst = mirror / src.resolve().relative_to(root)
+    # its own place, not its link's target: an experiment's data may be a link to another's
+    rel = Path(os.path.abspath(src)).relative_to(root)
+    dst = mirror / rel
     out = []
     for r in rows:
         audio = r.audio.resolve()
         if audio not in done:
-            target = (mirror / audio.relative_to(root)).with_suffix(".opus")
-            to_opus(audio, target)
-            done[audio] = target
-        out.append({**r.to_dict(), "audio": os.path.relpath(done[audio], dst.parent)})
+            done[audio] = audio.relative_to(root).with_suffix(".opus")
+            to_opus(audio, mirror / done[audio])
+        out.append({**r.to_dict(), "audio": os.path.relpath(done[audio], rel.parent)})
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out))
     return len(out)
@@ -223,9 +231,14 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     data = cfg.data.out_dir
     manifests = [data / "train" / "manifest.jsonl", data / "dev" / "manifest.jsonl"]
     manifests += [data / t / "manifest.jsonl" for t in TEST_SETS if t != "test_telephone" or telephone]
-    manifests += [cfg.out_dir / "arms" / arm.name / "train.jsonl" for arm in cfg.arms]
     manifests += list(cfg.extra_tests.values())
     report["manifests"] = {str(m.relative_to(root)): copy_manifest(m, root, mirror, done) for m in manifests}
+    # the arms' own audio (what the Baseline's manifests did not bring) goes to part c: at n = 300
+    # part b held 68 MiB, more than one call carries beside the repository
+    arms_mirror = out / "c"
+    for arm in cfg.arms:
+        m = cfg.out_dir / "arms" / arm.name / "train.jsonl"
+        report["manifests"][str(m.relative_to(root))] = copy_manifest(m, root, arms_mirror, done)
     for arm in cfg.arms:
         for s in ([arm.sentences] if isinstance(arm.sentences, str) else arm.sentences or []):
             dst = mirror / Path(s).resolve().relative_to(root)
@@ -242,9 +255,21 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     for f in bases:
         shutil.copy2(f, cfg_dst.parent / f.name)
     report["audio_files"] = len(done)
-    for part in (a, b):
+    for part in (a, b, arms_mirror):
         report[f"{part.name}_mb"] = round(sum(f.stat().st_size for f in part.rglob("*") if f.is_file()) / 2**20, 1)
+    if big := [k for k in ("a_mb", "b_mb", "c_mb") if report[k] > PART_MIB]:
+        print(f"gpu_bundle: warning: {', '.join(big)} over {PART_MIB} MiB: with the repository beside it, "
+              "a call cannot carry it", file=sys.stderr)
     return report
+
+
+def merged_mirror(bundle: Path, dest: Path) -> Path:
+    """Parts b and c laid over one another in ``dest``, as ``bench/gpu_run.sh run`` lays them in
+    /tmp/gpu-b on the device (the arms' manifests in c name audio of b by relative paths)."""
+    shutil.copytree(bundle / "b", dest, dirs_exist_ok=True)
+    if (bundle / "c").is_dir():
+        shutil.copytree(bundle / "c", dest, dirs_exist_ok=True)
+    return dest
 
 
 def unpack(parts: list[Path], site: Path) -> dict:
@@ -297,10 +322,14 @@ def emulate(bundle: Path, work: Path, n: int = 3) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     (work / "hook").mkdir(parents=True)
     (work / "hook" / "sitecustomize.py").write_text(BLOCKER)
-    a, b = bundle / "a", bundle / "b"
+    a = bundle / "a"
     env = {**os.environ, "GPU_EMU_HIDDEN": ",".join(HIDDEN), "GPU_EMU_SHIMS": str(a / "site"),
            "PYTHONPATH": os.pathsep.join([str(work / "hook"), str(a / "site"), str(ROOT / "src")])}
     base = unpack_base(a, work / "base-hf")
+    b = merged_mirror(bundle, work / "mirror")  # as on the device: part c's arms over part b
+    for m in b.rglob("*.jsonl"):  # every manifest's audio travelled (a missing file is a one-line error)
+        if m.parent.name != "whl" and '"audio"' in m.read_text(encoding="utf-8")[:4096]:
+            manifest.read(m, need=("text", "audio"), check_audio=True, line_ids=False)
     exp = next(p for p in (b / "out" / "experiments").iterdir() if (p / "steps.json").is_file())
     small = {}
     for name, src in (("train", exp / "data" / "train" / "manifest.jsonl"), ("dev", exp / "data" / "dev" / "manifest.jsonl")):

@@ -4,9 +4,11 @@
 # A path carried in one call is gone in the next call that does not carry it, so both parts
 # are copied to /tmp, where a later call on the same (warm) machine finds them:
 #   bash bench/gpu_run.sh check                  # call 1, carry .gpu/a: /tmp/gpu-a, the image checked
+#   bash bench/gpu_run.sh stage                  # call 2, carry .gpu/c (the arms' audio): /tmp/gpu-c
 #   bash bench/gpu_run.sh run CONFIG [LIMIT_S] [JOBS]
-#                                                # call 2, carry .gpu/b: /tmp/gpu-b, trainings and scores;
-#                                                # again with nothing carried to resume after a time limit
+#                                                # call 3, carry .gpu/b: /tmp/gpu-b with /tmp/gpu-c laid over
+#                                                # it, trainings and scores; again with nothing carried to
+#                                                # resume after a time limit
 # CONFIG is relative to the bundle's part b (configs/experiments/small-llm-gpu.toml).
 set -u
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -18,8 +20,14 @@ if [ "$1" = check ]; then
   python3 -c "import soundfile, jiwer; from deid_speech.e2e import infer, train; from deid_speech.asr import trainer, vad; from deid_speech.eval import cli; print('imports ok')"
   exit $?
 fi
+if [ "$1" = stage ]; then
+  [ -d .gpu/c ] && [ ! -L .gpu/c ] || { echo "no .gpu/c carried: carry it with this call"; exit 1; }
+  rm -rf /tmp/gpu-c; cp -r .gpu/c /tmp/gpu-c && du -sh /tmp/gpu-c
+  exit $?
+fi
 [ -d /tmp/gpu-a/base-hf ] || { echo "no /tmp/gpu-a: run 'check' first, on this machine"; exit 1; }
-if [ ! -d /tmp/gpu-b ]; then cp -r .gpu/b /tmp/gpu-b || exit 1; fi
+[ -d /tmp/gpu-c ] || { echo "no /tmp/gpu-c: run 'stage' first, on this machine"; exit 1; }
+if [ ! -d /tmp/gpu-b ]; then cp -r .gpu/b /tmp/gpu-b && cp -r /tmp/gpu-c/. /tmp/gpu-b/ || exit 1; fi
 python3 bench/gpu_bundle.py unpack --part /tmp/gpu-b || exit 1
 mkdir -p .gpu && { [ -e .gpu/a ] || ln -s /tmp/gpu-a .gpu/a; }  # the config's --base .gpu/a/base-hf
 CONFIG=/tmp/gpu-b/$2; LIMIT=${3:-540}; JOBS=${4:-10}

@@ -85,3 +85,36 @@ def test_packing_before_the_data_is_built_is_a_one_line_error(tmp_path: Path) ->
         gpu_bundle.pack(config, tmp_path / "bundle", False)
     assert e.value.code == "gpu_bundle: build the data first (missing steps: data)"
     assert not (tmp_path / "bundle").exists()
+
+
+def test_manifests_keep_their_place_and_find_their_audio_once_the_parts_are_laid_together(tmp_path: Path) -> None:
+    """An experiment whose data folder is a link to another's: its manifests stay under its own
+    folder, and an arm's manifest in part c names audio that part b carries."""
+    import json
+
+    import soundfile as sf
+
+    root = tmp_path / "repo"
+    shared = root / "out" / "experiments" / "n145" / "data"
+    (shared / "train" / "audio").mkdir(parents=True)
+    exp = root / "out" / "experiments" / "n300"
+    exp.mkdir(parents=True)
+    (exp / "data").symlink_to(Path("..") / "n145" / "data")
+    (exp / "arms" / "x" / "audio").mkdir(parents=True)
+    tone = (0.1 * np.sin(np.arange(8000) / 5)).astype(np.float32)
+    for f in (shared / "train" / "audio" / "a.wav", exp / "arms" / "x" / "audio" / "b.wav"):
+        sf.write(f, tone, 16000)
+    (exp / "data" / "train" / "manifest.jsonl").write_text(json.dumps({"text": "a", "audio": "audio/a.wav"}) + "\n")
+    arm = exp / "arms" / "x" / "train.jsonl"
+    arm.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"text": "a", "audio": "../../data/train/audio/a.wav"}, {"text": "b", "audio": "audio/b.wav"})))
+    bundle, done = tmp_path / "bundle", {}
+    assert gpu_bundle.copy_manifest(exp / "data" / "train" / "manifest.jsonl", root, bundle / "b", done) == 1
+    assert gpu_bundle.copy_manifest(arm, root, bundle / "c", done) == 2
+    assert (bundle / "b" / "out" / "experiments" / "n300" / "data" / "train" / "manifest.jsonl").is_file()
+    assert not (bundle / "c" / "out" / "experiments" / "n145").exists()  # a.wav travels once, in b
+    merged = gpu_bundle.merged_mirror(bundle, tmp_path / "merged")
+    for m in (merged / "out" / "experiments" / "n300" / "data" / "train" / "manifest.jsonl",
+              merged / "out" / "experiments" / "n300" / "arms" / "x" / "train.jsonl"):
+        for line in m.read_text().splitlines():
+            assert (m.parent / json.loads(line)["audio"]).resolve().is_file()
