@@ -228,7 +228,10 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     mirror = b
     root = ROOT.resolve()
     done: dict[Path, Path] = {}
-    data = cfg.data.out_dir
+    # the experiment's own data folder, even when it is a link to another experiment's (the config
+    # reads it resolved): the device looks for the data under this experiment
+    own = cfg.out_dir / "data"
+    data = own if own.resolve() == cfg.data.out_dir.resolve() else cfg.data.out_dir
     manifests = [data / "train" / "manifest.jsonl", data / "dev" / "manifest.jsonl"]
     manifests += [data / t / "manifest.jsonl" for t in TEST_SETS if t != "test_telephone" or telephone]
     manifests += list(cfg.extra_tests.values())
@@ -245,6 +248,7 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(s, dst)
     exp = mirror / cfg.out_dir.relative_to(root)
+    (exp / "data").mkdir(parents=True, exist_ok=True)
     (exp / "steps.json").write_text(json.dumps({k: steps[k] for k in need}, indent=2) + "\n")
     shutil.copy2(data / "dataset.json", exp / "data" / "dataset.json")
     first, *bases = read_config(config)[1]  # the config, then its base configs (the same folder)
