@@ -189,7 +189,7 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
     from deid_speech.asr.models import _identity
 
     later = ("max_temperature", "best_of", "logprob_threshold", "prompt_windows", "seek", "initial_prompt",
-             "seek_chunk_s")  # fields added since
+             "seek_chunk_s", "second_chance_fallback")  # fields added since
     old = {k: v for k, v in asdict(AsrOptions()).items() if k not in later}
     ident = json.dumps([_identity(str(whisper.resolve_model("tiny.en").path)), old], sort_keys=True)
     assert keys == {hashlib.sha1(ident.encode()).hexdigest()[:16]}  # the key caches were written under
@@ -201,8 +201,9 @@ def test_the_fallback_is_capped_and_a_cache_of_the_old_options_stays_valid(tmp_p
     others = {whisper.CachedTranscriber(o, cache).model_key
               for o in (AsrOptions(max_temperature=1.0, best_of=5, seek=True),
                         AsrOptions(max_temperature=1.0, best_of=5, prompt_windows=False),
-                        AsrOptions(max_temperature=1.0, best_of=5, logprob_threshold=None))}
-    assert len(others) == 3 and not others & (keys | capped)
+                        AsrOptions(max_temperature=1.0, best_of=5, logprob_threshold=None),
+                        AsrOptions(max_temperature=1.0, best_of=5, second_chance_fallback=False))}
+    assert len(others) == 4 and not others & (keys | capped)
 
 
 def test_the_decoder_gets_the_fallback_it_is_given(monkeypatch):
