@@ -239,6 +239,7 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     # the arms' own audio (what the Baseline's manifests did not bring) goes to part c: at n = 300
     # part b held 68 MiB, more than one call carries beside the repository
     arms_mirror = out / "c"
+    arms_mirror.mkdir(parents=True, exist_ok=True)  # there even with no arms: `stage` carries it
     for arm in cfg.arms:
         m = cfg.out_dir / "arms" / arm.name / "train.jsonl"
         report["manifests"][str(m.relative_to(root))] = copy_manifest(m, root, arms_mirror, done)

@@ -27,7 +27,8 @@ if [ "$1" = stage ]; then
 fi
 [ -d /tmp/gpu-a/base-hf ] || { echo "no /tmp/gpu-a: run 'check' first, on this machine"; exit 1; }
 [ -d /tmp/gpu-c ] || { echo "no /tmp/gpu-c: run 'stage' first, on this machine"; exit 1; }
-if [ ! -d /tmp/gpu-b ]; then cp -r .gpu/b /tmp/gpu-b && cp -r /tmp/gpu-c/. /tmp/gpu-b/ || exit 1; fi
+if [ ! -d /tmp/gpu-b ]; then cp -r .gpu/b /tmp/gpu-b || exit 1; fi
+cp -r /tmp/gpu-c/. /tmp/gpu-b/ || exit 1  # every run: a resume after an interrupted copy has it too
 python3 bench/gpu_bundle.py unpack --part /tmp/gpu-b || exit 1
 mkdir -p .gpu && { [ -e .gpu/a ] || ln -s /tmp/gpu-a .gpu/a; }  # the config's --base .gpu/a/base-hf
 CONFIG=/tmp/gpu-b/$2; LIMIT=${3:-540}; JOBS=${4:-10}

@@ -186,8 +186,9 @@ def test_results_are_written_while_nobody_reads_and_arrive_whole_and_in_order():
     from deid_speech.asr.helper import ResultWriter
 
     r, w = os.pipe()
+    inp, out = os.fdopen(r, "rb"), os.fdopen(w, "wb")
     big = [("ok", bytes([k]) * (300 * 1024)) for k in range(3)]  # each over four times a pipe's 64 KiB
-    writer = ResultWriter(os.fdopen(w, "wb"))
+    writer = ResultWriter(out)
     done = threading.Event()
 
     def produce():
@@ -195,14 +196,18 @@ def test_results_are_written_while_nobody_reads_and_arrive_whole_and_in_order():
             writer.put(item)
         done.set()
 
-    threading.Thread(target=produce, daemon=True).start()
-    assert done.wait(10), "put waited for the reader"
-    with os.fdopen(r, "rb") as inp:
+    try:
+        threading.Thread(target=produce, daemon=True).start()
+        assert done.wait(10), "put waited for the reader"
         got = [pickle.load(inp) for _ in big]
         writer.close()  # returns once all is written
-        writer._out.close()
+        assert not writer._thread.is_alive() and not writer.broken.is_set()
+        out.close()
         assert inp.read() == b""  # nothing after the last result
-    assert got == big
+        assert got == big
+    finally:
+        inp.close()  # a writer still blocked on the pipe gets an error and ends
+        writer._thread.join(10)
 
 
 def test_a_writer_whose_reader_is_gone_drops_the_rest_and_closes():
@@ -215,5 +220,33 @@ def test_a_writer_whose_reader_is_gone_drops_the_rest_and_closes():
     writer = ResultWriter(os.fdopen(w, "wb"))
     for _ in range(3):
         writer.put(("ok", b"x" * 100_000))
-    writer.close()  # returns: no hang on a broken pipe
-    assert not writer._thread.is_alive()
+    writer._queue.put(None)
+    writer._thread.join(10)
+    assert not writer._thread.is_alive() and writer.broken.is_set()  # the loop stops decoding for nobody
+    assert writer._out.closed
+
+
+def test_a_result_that_cannot_be_written_ends_the_stream_so_the_parent_fails_not_waits():
+    """Before the writer thread, such an error ended the helper and the parent saw it stop; a
+    dead writer thread must not leave the parent waiting on a pipe nobody fills."""
+    import os
+    import pickle
+    import threading
+
+    from deid_speech.asr.helper import ResultWriter
+
+    r, w = os.pipe()
+    inp = os.fdopen(r, "rb")
+    writer = ResultWriter(os.fdopen(w, "wb"))
+    try:
+        writer.put(("ok", "fine"))
+        writer.put(("ok", threading.Lock()))  # cannot be pickled
+        writer.put(("ok", "never written"))
+        writer._queue.put(None)
+        writer._thread.join(10)
+        assert not writer._thread.is_alive() and writer.broken.is_set()
+        assert pickle.load(inp) == ("ok", "fine")
+        with pytest.raises((EOFError, pickle.UnpicklingError)):  # the stream ends: "the helper stopped"
+            pickle.load(inp)
+    finally:
+        inp.close()

@@ -146,12 +146,19 @@ class HelperTranscriber:
         return self.submit(audio).result()
 
     def close(self) -> None:
-        """Let the helper finish what it holds and exit."""
+        """Let the helper finish what it holds and exit. Results nobody read are read here and
+        dropped: a helper whose writes fill the pipe would otherwise never exit."""
         if self._proc.poll() is None:
             try:
                 self._proc.stdin.close()
             except OSError:
                 pass
+            with self._read:
+                try:
+                    while self._proc.stdout.read(1 << 16):
+                        pass
+                except (OSError, ValueError):
+                    pass
             self._proc.wait()
 
     def __del__(self):
@@ -208,6 +215,8 @@ def main() -> None:
             audio, seeds = request
             failed = None
             for i, k in enumerate(seeds):
+                if results.broken.is_set():  # nobody reads any more: decode nothing for nobody
+                    return
                 seq += 1
                 if seq in cancelled or failed:
                     cancelled.discard(seq)
@@ -228,14 +237,17 @@ class ResultWriter:
     110 KiB: written by the decoding loop itself, the first pass's result waited there until
     the parent had finished its own decoding and read it, and the second pass started only then
     (the ten-minute call's wall time: 171 s, of which 55 s waiting for the second pass;
-    docs/results.md §0ab). ``close`` waits until everything put is written; if the reader is
-    gone, what is left is dropped."""
+    docs/results.md §0ab). ``close`` waits until everything put is written. If the reader is
+    gone, or a result cannot be written, ``broken`` is set, the pipe is closed (the parent,
+    if alive, sees the helper stop and fails that file in one line) and what is left is
+    dropped."""
 
     def __init__(self, out):
         import queue
 
         self._out = out
         self._queue: queue.Queue = queue.Queue()
+        self.broken = threading.Event()
         self._thread = threading.Thread(target=self._write, name="helper-results")
         self._thread.start()
 
@@ -251,7 +263,12 @@ class ResultWriter:
             try:
                 pickle.dump(result, self._out, protocol=pickle.HIGHEST_PROTOCOL)
                 self._out.flush()
-            except (BrokenPipeError, OSError, ValueError):  # the parent is gone: nobody reads
+            except BaseException:  # the parent is gone, or a result that cannot be pickled
+                self.broken.set()
+                try:  # a half-written result must not be read as whole: end the stream here
+                    self._out.close()
+                except BaseException:
+                    pass
                 while self._queue.get() is not None:
                     pass
                 return
