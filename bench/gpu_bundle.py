@@ -228,10 +228,9 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
     mirror = b
     root = ROOT.resolve()
     done: dict[Path, Path] = {}
-    # the experiment's own data folder, even when it is a link to another experiment's (the config
-    # reads it resolved): the device looks for the data under this experiment
-    own = cfg.out_dir / "data"
-    data = own if own.resolve() == cfg.data.out_dir.resolve() else cfg.data.out_dir
+    # the experiment's own data folder, as the device looks for it: cfg.data.out_dir is the same
+    # folder resolved, which is another experiment's when this one's is a link to it
+    data = cfg.out_dir / "data"
     manifests = [data / "train" / "manifest.jsonl", data / "dev" / "manifest.jsonl"]
     manifests += [data / t / "manifest.jsonl" for t in TEST_SETS if t != "test_telephone" or telephone]
     manifests += list(cfg.extra_tests.values())
