@@ -147,6 +147,9 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     # cascade: seeds 0.5, 0.6; leak 0.1, 0.2
     assert "| baseline+similar0.3 | 55.0 ± 7.1 | 55.0 ± 7.1 | **55.0 ± 7.1** | 15.0 ± 7.1 | 30.0 ± 0.0 |" in md
     assert "## Pipeline (cascade: Whisper + patterns + spaCy + trained NER): unseen" in md
+    # the report says where each arm's sentences come from: its name gives prompt and temperature only
+    assert ("Arms: baseline+similar0.3: 2 sentences drawn from the seed corpus's templates (the template "
+            "backend ignores prompt and temperature); baseline+diverse0.6: 2 sentences from llm/diverse0.6.jsonl.") in md
     assert (out / "results.png").stat().st_size > 1000
     assert (out / "results.png").stat().st_mode & 0o777 == (out / "results.md").stat().st_mode & 0o777
     # a rerun does nothing again
@@ -430,6 +433,16 @@ def test_shipped_configs_parse() -> None:
     assert epochs.out_dir != same_steps.out_dir
     seed2 = load("small-llm-steps174-seed2.toml")  # its third seed: all else as small-llm-steps174.toml
     assert same(same_steps, seed2, out_dir=seed2.out_dir, seeds=(2,)) and seed2.out_dir != same_steps.out_dir
+    # the LLM arms' control: one arm of 300 template draws, the pipeline as small-llm.toml and the
+    # E2E model as small-llm-steps174.toml, scored on the same sets (real speech too)
+    template = load("small-template-n300.toml")
+    (arm,) = template.arms
+    assert arm.backend == "template" and not arm.sentences and {a.n for a in llm.arms} == {arm.n}
+    assert same(llm, template, out_dir=template.out_dir, arms=template.arms, extra_tests=same_steps.extra_tests,
+                train_args={**llm.train_args, "e2e": same_steps.train_args["e2e"]})
+    template2 = load("small-template-n300-seed2.toml")  # its third E2E seed, as seed2 above
+    assert same(template, template2, out_dir=template2.out_dir, seeds=(2,), systems=("e2e",))
+    assert len({c.out_dir for c in (llm, same_steps, seed2, template, template2)}) == 5
     rest, steps = budget(llm.train_args["e2e"], "--max-steps")
     rest_epochs, passes = budget(epochs.train_args["e2e"], "--epochs")
     assert rest_epochs == rest  # only the budget differs (and no --max-steps is left over it)

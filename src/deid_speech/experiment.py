@@ -411,6 +411,7 @@ def write_report(cfg: ExperimentConfig, trains: dict, tests: dict, rows: list[di
                  complete: bool) -> dict:
     out = cfg.out_dir
     results = {"config": str(out / "experiment_config.toml"), "complete": complete, "arms": list(trains),
+               "arm_sources": arm_sources(cfg),
                "seeds": list(cfg.seeds), "systems": list(cfg.systems), "tests": list(tests), "rows": rows,
                "table": summarise(rows), "steps": steps.done,
                "wall_s": round(sum(v.get("wall_s", 0) for v in steps.done.values()), 1)}
@@ -418,6 +419,22 @@ def write_report(cfg: ExperimentConfig, trains: dict, tests: dict, rows: list[di
     write_text_atomic(out / "results.md", markdown(results))
     plot(results, out / "results.png")
     return results
+
+
+def arm_sources(cfg: ExperimentConfig) -> dict[str, str]:
+    """What each arm adds to the Baseline, for the report: an arm is named by its prompt and
+    temperature alone, whether an LLM wrote its sentences, an earlier run did, or templates."""
+    sources = {}
+    for a in cfg.arms:
+        if a.sentences:
+            files = (a.sentences,) if isinstance(a.sentences, str) else a.sentences
+            what = "from " + ", ".join(f"{Path(f).parent.name}/{Path(f).name}" for f in files)
+        elif a.backend == "template":
+            what = "drawn from the seed corpus's templates (the template backend ignores prompt and temperature)"
+        else:
+            what = f"written by {a.backend}" + (f" ({a.model})" if a.model else "")
+        sources[f"baseline+{a.name}"] = f"{a.n} sentences {what}"
+    return sources
 
 
 def _training_record(model_dir: Path) -> dict:
@@ -466,8 +483,10 @@ def markdown(results: dict) -> str:
             "e2e": "End-to-end (Whisper writing entity tags)"}
     out = ["# Experiment: augmentation arms x systems", ""]
     if not results.get("complete", True):
-        out += ["**Incomplete: the run stopped before every step was done; the tables show the "
-                "finished cells only.**", ""]
+        out += ["**Incomplete: not every step has run (a run stopped, or only some cells or systems "
+                "were asked for); the tables show the finished cells only.**", ""]
+    if sources := results.get("arm_sources"):  # results from before it was recorded have none
+        out += ["Arms: " + "; ".join(f"{arm}: {what}" for arm, what in sources.items()) + ".", ""]
     out += [f"Seeds {results['seeds']}; timestamp-overlap precision/recall/F1 (label-agnostic, the "
             "paper's metric), leak (share of entity audio still audible) and over-redaction (share of "
             "the other speech beeped), in %; mean ± std over seeds where there are several.", ""]
