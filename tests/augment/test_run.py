@@ -221,3 +221,21 @@ def test_grammar_with_a_backend_that_cannot_take_one_is_a_clear_error(seed_file,
     with pytest.raises(DeidError, match="--grammar needs the llamacpp backend"):
         augment(seed_file, tmp_path / "g.jsonl", AugmentOptions(n=2, grammar=True), Scripted())
     assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_line_given_back_from_the_prompt_is_rejected_as_an_echo(tmp_path):
+    seeds = tmp_path / "seed.jsonl"  # one sentence with no personal data: the request asks for more like it
+    seeds.write_text(json.dumps({"id": "s0", "text": "the bus is one seven four lah",
+                                 "tagged": "the bus is one seven four lah", "entities": []}) + "\n")
+    new = "eh the bus number is one seven four, and it comes at nine thirty lah"
+
+    class Echo:  # gives back every line of its prompt (as Gemma-3-270M did), then one new sentence
+        name, model = "echo", "e"
+
+        def generate(self, req):
+            return "\n".join([x for m in req.messages for x in m["content"].splitlines() if x.strip()] + [new])
+
+    s = augment(seeds, tmp_path / "e.jsonl", AugmentOptions(strategy="diverse", n=5, max_requests=1), Echo())
+    rows = [json.loads(x) for x in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in rows] == [new]
+    assert s["rejected"]["echo"] >= 1  # the no-PII instruction, which reads as a sentence with numbers

@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 
 from deid_speech.augment.prompts import build_prompt, tag_list
-from deid_speech.augment.validate import check_line, frame_key
+from deid_speech.augment.validate import check_line, frame_key, prompt_key
 
 TAGS = Counter({"PHONE": 1, "PERSON": 1})
 GOOD = "hi [PERSON] Tan Wei Ming [PERSON] here, call me at [PHONE] nine one two three four five six seven [PHONE] lah"
@@ -215,3 +215,17 @@ def test_a_value_after_an_article_or_a_possessive_is_rejected(line):
 ])
 def test_placeholders_and_refusals_are_rejected(line, reason):
     assert check_line(line, C1({"PHONE": 1}), set()) == (None, reason)
+
+
+@pytest.mark.parametrize("strategy", ["similar", "diverse"])
+def test_a_line_copied_from_the_prompt_is_an_echo(strategy):
+    # Gemma-3-270M gave back the no-PII instruction, and it reads as a PII-free sentence with numbers
+    messages = build_prompt(strategy, Counter(), [], 20, 0)
+    copied = ("Every line is one plain sentence with no names and no ID, phone or card numbers, but with "
+              "other numbers such as prices, times, bus numbers or amounts, in words.")
+    assert copied in messages[1]["content"]
+    assert check_line(copied, Counter(), set())[1] is None
+    assert check_line(copied, Counter(), set(), prompt_key(messages)) == (None, "echo")
+    # a new sentence that shares the prompt's words is no echo
+    new = "eh the bus number is one seven four, and it comes at nine thirty lah"
+    assert check_line(new, Counter(), set(), prompt_key(messages))[1] is None

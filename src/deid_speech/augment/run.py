@@ -21,7 +21,7 @@ from deid_speech.augment.prompts import DEFAULT_TEMPERATURE, PER_REQUEST, STRATE
 from deid_speech.augment.repair import REPAIRS, repair_line
 from deid_speech.augment.replace import fill_tags
 from deid_speech.augment.seed import load_split
-from deid_speech.augment.validate import REASONS, check_line, frame_key
+from deid_speech.augment.validate import REASONS, check_line, frame_key, prompt_key
 from deid_speech.errors import DeidError
 from deid_speech.manifest import JsonlWriter
 from deid_speech.types import parse_tagged, render_tagged
@@ -109,6 +109,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
                           presence_penalty=opts.presence_penalty,
                           grammar=line_grammar(tags) if opts.grammar else None)
             raw = backend.generate(req)
+            echo = prompt_key(req.messages)
             for k, line in enumerate(x for x in raw.splitlines() if x.strip()):
                 lines_seen += 1
                 raw_line = line
@@ -116,7 +117,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
                 if opts.repair:
                     line, fixed = repair_line(line, tags)
                     repairs.update(fixed)
-                parsed, why = check_line(line, tags, seen)
+                parsed, why = check_line(line, tags, seen, echo)
                 if why:
                     reasons[why] += 1
                     if len(rejected_lines) < opts.keep_rejected:

@@ -23,7 +23,7 @@ from deid_speech.spoken import REPEAT_WORDS as SPOKEN_REPEATS
 from deid_speech.spoken import TEEN_WORDS, TENS_WORDS
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "fragment", "wrong_tags",
+REASONS = ("empty", "bullet", "meta", "placeholder", "echo", "unbalanced", "bracket", "quote", "fragment", "wrong_tags",
            "too_short", "too_long", "value", "determiner", "untagged_pii", "no_number", "digits", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
@@ -43,8 +43,15 @@ def normalise(text: str) -> str:
     return " ".join(re.sub(r"[^a-z ]", " ", text.lower()).split())
 
 
-def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, list[EntitySpan]] | None, str | None]:
-    """Validate one output line against the requested tag multiset ``tags``."""
+def prompt_key(messages: list[dict]) -> str:
+    """A request's chat messages as :func:`check_line` looks for a line copied from them."""
+    return f" {normalise(' '.join(m['content'] for m in messages))} "
+
+
+def check_line(line: str, tags: Counter, seen: set[str],
+               prompt: str = "") -> tuple[tuple[str, list[EntitySpan]] | None, str | None]:
+    """Validate one output line against the requested tag multiset ``tags`` (``prompt``: the
+    request's :func:`prompt_key`, so that a line copied from the instructions is rejected)."""
     line = line.strip().strip('"').strip()
     if not line:
         return None, "empty"
@@ -54,6 +61,9 @@ def check_line(line: str, tags: Counter, seen: set[str]) -> tuple[tuple[str, lis
         return None, "meta"
     if "<" in line or ">" in line or re.search(r"\b[xX]{3,}\b|_{3,}", line):
         return None, "placeholder"  # a copy of the prompt's line schema ("<words> [PHONE] <...> [PHONE]")
+    if prompt and (key := normalise(line)) and f" {key} " in prompt:
+        return None, "echo"  # an instruction given back (Gemma-3-270M: "Every line is one plain sentence with
+        # no names ... prices, times, bus numbers ...", which reads as a sentence with no personal data)
     try:
         text, ents = parse_tagged(line)
     except ValueError:
