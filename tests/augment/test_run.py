@@ -239,3 +239,10 @@ def test_a_line_given_back_from_the_prompt_is_rejected_as_an_echo(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert [r["text"] for r in rows] == [new]
     assert s["rejected"]["echo"] >= 1  # the no-PII instruction, which reads as a sentence with numbers
+
+
+def test_the_template_backend_s_lines_are_no_echo(seed_file, tmp_path):
+    # its lines are the seed sentences the Similar prompt quotes, re-voiced: never an instruction
+    s = augment(seed_file, tmp_path / "t.jsonl", AugmentOptions(n=20, seed=2), TemplateBackend(
+        [json.loads(x)["tagged"] for x in seed_file.read_text().splitlines()]))
+    assert "echo" not in s["rejected"] and s["accepted"] == 20

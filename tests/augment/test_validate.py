@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 
 from deid_speech.augment.prompts import build_prompt, tag_list
-from deid_speech.augment.validate import check_line, frame_key, prompt_key
+from deid_speech.augment.validate import check_line, frame_key, normalise, prompt_key
 
 TAGS = Counter({"PHONE": 1, "PERSON": 1})
 GOOD = "hi [PERSON] Tan Wei Ming [PERSON] here, call me at [PHONE] nine one two three four five six seven [PHONE] lah"
@@ -229,3 +229,15 @@ def test_a_line_copied_from_the_prompt_is_an_echo(strategy):
     # a new sentence that shares the prompt's words is no echo
     new = "eh the bus number is one seven four, and it comes at nine thirty lah"
     assert check_line(new, Counter(), set(), prompt_key(messages))[1] is None
+
+
+def test_a_quoted_example_said_again_is_no_echo_of_the_instructions():
+    # the Similar prompt quotes seed sentences; the template backend re-voices them: those lines are
+    # judged as duplicates by their frame, not rejected as instructions given back
+    example = "call me at [PHONE] nine one two three four five six seven [PHONE] ok"
+    messages = build_prompt("similar", Counter({"PHONE": 1}), [example], 20, 0)
+    assert example in messages[1]["content"]
+    key = prompt_key(messages, [example])
+    assert check_line("call me at [PHONE] nine one two three four five six seven [PHONE]", Counter({"PHONE": 1}),
+                      set(), key)[1] is None
+    assert normalise(example) not in key and "do not repeat them" in key  # the instructions stay

@@ -109,7 +109,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
                           presence_penalty=opts.presence_penalty,
                           grammar=line_grammar(tags) if opts.grammar else None)
             raw = backend.generate(req)
-            echo = prompt_key(req.messages)
+            echo = prompt_key(req.messages, examples)
             for k, line in enumerate(x for x in raw.splitlines() if x.strip()):
                 lines_seen += 1
                 raw_line = line

@@ -4,7 +4,8 @@ prompt's schema, no bracket or parenthesis or double quote left in the words, no
 the tagged values (numbers are spoken, as in the seed corpus), no value other than a name
 opening the line without a comma after it (a fragment), within length bounds, with each value
 shaped like its label (a number read out, an email with "at" and "dot", a name in capitals, a
-date; :func:`value_fits`), none right after an article or a possessive, and is new. Safe
+date; :func:`value_fits`), none right after an article or a possessive, is no line of the
+request's instructions given back, and is new. Safe
 repairs (numbering, tag spelling, a misnamed closing tag, a lone tag as a slot) are applied
 before, by :mod:`deid_speech.augment.repair`.
 
@@ -23,8 +24,8 @@ from deid_speech.spoken import REPEAT_WORDS as SPOKEN_REPEATS
 from deid_speech.spoken import TEEN_WORDS, TENS_WORDS
 from deid_speech.types import EntitySpan, parse_tagged
 
-REASONS = ("empty", "bullet", "meta", "placeholder", "echo", "unbalanced", "bracket", "quote", "fragment", "wrong_tags",
-           "too_short", "too_long", "value", "determiner", "untagged_pii", "no_number", "digits", "duplicate")
+REASONS = ("empty", "bullet", "meta", "placeholder", "unbalanced", "bracket", "quote", "fragment", "wrong_tags",
+           "too_short", "too_long", "echo", "value", "determiner", "untagged_pii", "no_number", "digits", "duplicate")
 MIN_WORDS, MAX_WORDS = 4, 60
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d+[.):]|\(\d+\)|[a-z][.)]\s)")
 _META = re.compile(r"^(?:here are|sure[,!]|certainly|note:|output:|sentences?:|"
@@ -43,9 +44,15 @@ def normalise(text: str) -> str:
     return " ".join(re.sub(r"[^a-z ]", " ", text.lower()).split())
 
 
-def prompt_key(messages: list[dict]) -> str:
-    """A request's chat messages as :func:`check_line` looks for a line copied from them."""
-    return f" {normalise(' '.join(m['content'] for m in messages))} "
+def prompt_key(messages: list[dict], examples: list[str] = ()) -> str:
+    """A request's instructions as :func:`check_line` looks for a line copied from them: the chat
+    messages without the seed sentences they quote as ``examples`` (a copied example is a
+    duplicate, judged by its frame; the template backend's lines are examples re-voiced), in
+    pieces that no match crosses."""
+    pieces = [m["content"] for m in messages]
+    for e in examples:
+        pieces = [x for p in pieces for x in p.split(e)]
+    return "\n".join(f" {normalise(p)} " for p in pieces)
 
 
 def check_line(line: str, tags: Counter, seen: set[str],
@@ -61,9 +68,6 @@ def check_line(line: str, tags: Counter, seen: set[str],
         return None, "meta"
     if "<" in line or ">" in line or re.search(r"\b[xX]{3,}\b|_{3,}", line):
         return None, "placeholder"  # a copy of the prompt's line schema ("<words> [PHONE] <...> [PHONE]")
-    if prompt and (key := normalise(line)) and f" {key} " in prompt:
-        return None, "echo"  # an instruction given back (Gemma-3-270M: "Every line is one plain sentence with
-        # no names ... prices, times, bus numbers ...", which reads as a sentence with no personal data)
     try:
         text, ents = parse_tagged(line)
     except ValueError:
@@ -85,6 +89,9 @@ def check_line(line: str, tags: Counter, seen: set[str],
         return None, "too_short"
     if n > MAX_WORDS:
         return None, "too_long"
+    if prompt and (key := normalise(line)) and f" {key} " in prompt:
+        return None, "echo"  # an instruction given back (Gemma-3-270M: "Every line is one plain sentence with
+        # no names ... prices, times, bus numbers ...", which reads as a sentence with no personal data)
     if not all(value_fits(e.label, text[e.char_start:e.char_end]) for e in ents):
         return None, "value"  # "let [PHONE] know if you have any issues [PHONE]": a clause in the tags
     if any(_DET.search(text[:e.char_start]) for e in ents):
