@@ -443,7 +443,7 @@ def test_shipped_configs_parse() -> None:
     template2 = load("small-template-n300-seed2.toml")  # its third E2E seed, as seed2 above
     assert same(template, template2, out_dir=template2.out_dir, seeds=(2,), systems=("e2e",))
     template_gpu = load("small-template-gpu.toml")  # the same control for the GPU configuration
-    assert same(llm_gpu, template_gpu, out_dir=template_gpu.out_dir, arms=template.arms)
+    assert same(llm_gpu, template_gpu, out_dir=template_gpu.out_dir, arms=template.arms, seeds=(0, 1, 2))
     assert len({c.out_dir for c in (llm, same_steps, seed2, template, template2, llm_gpu, template_gpu)}) == 7
     rest, steps = budget(llm.train_args["e2e"], "--max-steps")
     rest_epochs, passes = budget(epochs.train_args["e2e"], "--epochs")
