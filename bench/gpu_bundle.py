@@ -243,7 +243,7 @@ def pack(config: Path, out: Path, telephone: bool) -> dict:
         m = cfg.out_dir / "arms" / arm.name / "train.jsonl"
         report["manifests"][str(m.relative_to(root))] = copy_manifest(m, root, arms_mirror, done)
     for arm in cfg.arms:
-        for s in ([arm.sentences] if isinstance(arm.sentences, str) else arm.sentences or []):
+        for s in arm.sentence_files:
             dst = mirror / Path(s).resolve().relative_to(root)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(s, dst)

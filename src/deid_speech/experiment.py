@@ -425,15 +425,14 @@ def arm_sources(cfg: ExperimentConfig) -> dict[str, str]:
     """What each arm adds to the Baseline, for the report: an arm is named by its prompt and
     temperature alone, whether an LLM wrote its sentences, an earlier run did, or templates."""
     sources = {}
-    for a in cfg.arms:
-        if a.sentences:
-            files = (a.sentences,) if isinstance(a.sentences, str) else a.sentences
-            what = "from " + ", ".join(f"{Path(f).parent.name}/{Path(f).name}" for f in files)
+    for name, a in zip(cfg.arm_names()[1:], cfg.arms):
+        if a.sentence_files:
+            what = "from " + ", ".join(f"{Path(f).parent.name}/{Path(f).name}" for f in a.sentence_files)
         elif a.backend == "template":
             what = "drawn from the seed corpus's templates (the template backend ignores prompt and temperature)"
         else:
             what = f"written by {a.backend}" + (f" ({a.model})" if a.model else "")
-        sources[f"baseline+{a.name}"] = f"{a.n} sentences {what}"
+        sources[name] = f"{a.n} sentences {what}"
     return sources
 
 

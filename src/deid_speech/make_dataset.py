@@ -128,6 +128,13 @@ class Arm:
 
         return f"{self.strategy}{AugmentOptions(self.strategy, self.temperature).temp:g}"
 
+    @property
+    def sentence_files(self) -> tuple[str, ...]:
+        """The files of ``sentences``, one or several (none: the arm generates its own)."""
+        if self.sentences is None:
+            return ()
+        return (self.sentences,) if isinstance(self.sentences, str) else tuple(self.sentences)
+
 
 @dataclass(frozen=True)
 class TtsSettings:
@@ -231,7 +238,7 @@ def arm_shards(arm: Arm, temp: float) -> tuple[list[Path], list[list[dict]]]:
     (its strategy at ``temp``, the temperature the arm resolves to; rows that name no arm pass)."""
     from deid_speech.augment.seed import load_split
 
-    srcs = [Path(arm.sentences)] if isinstance(arm.sentences, str) else [Path(x) for x in arm.sentences]
+    srcs = [Path(x) for x in arm.sentence_files]
     shards = []
     for src in srcs:
         if not src.is_file():
