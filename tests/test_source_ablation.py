@@ -1,0 +1,113 @@
+"""bench/source_ablation.py: a variant drops one source's spans, everywhere or in the verifier's
+transcripts only, and everything is put back after."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deid_speech import pipeline
+from deid_speech.pipeline import RedactConfig, Redactor
+from deid_speech.types import Recognition, Span
+from factories import make_transcript
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("source_ablation", ROOT / "bench" / "source_ablation.py")
+ablation = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ablation)
+
+TEXT = "hello my name is Tan and Lim bye"
+
+
+class Fixed:
+    """A detector that finds "Tan" by one source and "Lim" by another."""
+    name = "fixed"
+
+    def detect(self, transcript):
+        w = {x.text: x for x in transcript.words}
+        return [Span(w["Tan"].start, w["Tan"].end, "PERSON", 0.9, "spacy"),
+                Span(w["Lim"].start, w["Lim"].end, "PERSON", 0.9, "name-list")]
+
+
+class Asr:
+    name = "fake"
+
+    def transcribe(self, audio, progress=None):
+        return make_transcript(TEXT, word_dur=0.3, gap=0.3, t0=0.0)
+
+    def recognize(self, audio, progress=None):
+        return Recognition(self.transcribe(audio))
+
+
+class Later:  # the verifier hears the same words 5 s later (other times: nothing is covered yet)
+    def result(self):
+        return Recognition(make_transcript(TEXT, word_dur=0.3, gap=0.3, t0=5.0))
+
+
+def found(variant: str) -> tuple[list[str], list[str]]:
+    """The sources of the first transcript's spans and of the verifier's additions."""
+    with ablation.patched(variant):
+        r = Redactor(RedactConfig(verify=False), asr=Asr(), detectors=[Fixed()])
+        mono = np.zeros(16000, dtype=np.float32)
+        first = r.detect(Asr().transcribe(mono))
+        added = r.verify(mono, first, [Later()])
+    return sorted(s.source for s in first), sorted(s.source for s in added)
+
+
+def test_a_source_is_dropped_everywhere_or_in_the_verifier_only() -> None:
+    assert found("") == (["name-list", "spacy"], ["name-list+verify", "spacy+verify"])
+    assert found("spacy") == (["name-list"], ["name-list+verify"])
+    assert found("verify:spacy") == (["name-list", "spacy"], ["name-list+verify"])
+    assert found("verify:*") == (["name-list", "spacy"], [])
+    assert found("spacy&verify:name-list") == (["name-list"], [])
+    # and nothing stays patched
+    assert found("") == (["name-list", "spacy"], ["name-list+verify", "spacy+verify"])
+    assert pipeline.Redactor.__init__.__module__ == "deid_speech.pipeline"
+
+
+def test_repeat_leaves_out_the_other_mentions_of_a_found_value() -> None:
+    t = make_transcript("my name is Tan yes Tan", word_dur=0.3, gap=0.3, t0=0.0)
+
+    class One:
+        name = "one"
+
+        def detect(self, transcript):
+            w = transcript.words[3]
+            return [Span(w.start, w.end, "PERSON", 0.9, "spacy", "Tan")]
+
+    r = Redactor(RedactConfig(verify=False), asr=Asr(), detectors=[One()])
+    assert len(r.detect(t)) == 2  # the second "Tan" is a repeat
+    with ablation.patched("repeat"):
+        assert len(Redactor(RedactConfig(verify=False), asr=Asr(), detectors=[One()]).detect(t)) == 1
+    assert len(r.detect(t)) == 2
+
+
+def test_the_test_part_and_unknown_sources_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="tuning data only"):
+        ablation.main(["--bench", str(tmp_path / "benchmark" / "test"), "--out", str(tmp_path / "a.json")])
+    for bad in ("verify:nope", "verify:repeat", "nope", "spacy&nope"):
+        with pytest.raises(SystemExit, match="unknown variant"):
+            ablation.main(["--bench", str(tmp_path / "dev"), "--variants", bad, "--out", str(tmp_path / "a.json")])
+
+
+def test_widen_leaves_a_too_short_span_as_timed() -> None:
+    t = make_transcript("my name is Tan bye", word_dur=0.3, gap=0.3, t0=0.0)
+
+    class Short:
+        name = "short"
+
+        def detect(self, transcript):  # a long name timed over 0.1 s: widened by default
+            w = transcript.words[3]
+            return [Span(w.start, w.start + 0.1, "PERSON", 0.9, "spacy", "Tan Boon Huat")]
+
+    def detect():
+        return Redactor(RedactConfig(verify=False), asr=Asr(), detectors=[Short()]).detect(t)[0]
+
+    widened = detect()
+    assert widened.source == "spacy+widened"
+    with ablation.patched("widen"):
+        timed = detect()
+    assert timed.source == "spacy" and timed.duration < widened.duration
+    assert detect() == widened
