@@ -155,7 +155,8 @@ def reach_gaps(spans: list[Span], transcript: Transcript, before: float | None =
     word, but no forward reach (with padding 0.25 / 0.1 s), chosen on the benchmark's dev
     part (``bench/pad_grid.py``: the same leak, 3.2 / 1.9 points less over-redaction), let
     more through on its test part (leak 3.6 -> 3.9 % on utterances, 6.9 -> 7.8 % on calls;
-    docs/results.md §0aa), so the span still reaches forward.
+    docs/results.md §0aa), and neither did 0.25 / 0.15 s, chosen on the doubled dev part
+    (leak 3.48 -> 3.62 % on the test utterances; §0ad), so the span still reaches forward.
     """
     before = GAP_REACH_BEFORE if before is None else before
     after = GAP_REACH_AFTER if after is None else after
