@@ -1,8 +1,12 @@
-"""What the benchmark scripts share: print a result as JSON and keep it in ``--out``."""
+"""What the benchmark scripts share: print a result as JSON and keep it in ``--out``; find the
+unseen-voice benchmark's dev manifests (tuning scripts refuse its test part)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+DEV_PARTS = ("utterances", "calls")
 
 
 def report(result: dict, out: Path | None) -> None:
@@ -12,3 +16,22 @@ def report(result: dict, out: Path | None) -> None:
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")
+
+
+def refuse_test_part(bench: Path, tool: str) -> None:
+    """Exit with one line when ``bench`` is the benchmark's test part: tuning reads dev only."""
+    if "test" in Path(bench).resolve().parts:
+        sys.exit(f"{tool}: tuning data only; give the benchmark's dev part, not its test part")
+
+
+def dev_manifests(bench: Path, tool: str) -> list[tuple[str, Path]]:
+    """(part, manifest) for each of :data:`DEV_PARTS` of the dev part ``bench``; exits with one
+    line for the test part or a manifest not built yet."""
+    refuse_test_part(bench, tool)
+    out = []
+    for part in DEV_PARTS:
+        manifest = Path(bench) / part / "manifest.jsonl"
+        if not manifest.is_file():
+            sys.exit(f"{tool}: no {manifest}; run `make benchmark` first")
+        out.append((part, manifest))
+    return out

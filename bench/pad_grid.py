@@ -31,7 +31,9 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("utterances", "calls")
+sys.path.insert(0, str(ROOT / "bench"))
+from common import dev_manifests, refuse_test_part  # noqa: E402
+
 SYSTEM = "cascade+verify"  # the default: `redact` verifies the cascade's redaction with a second decoder
 
 
@@ -106,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the setting to beat: reach_after,pad_before,pad_after (default: redact's)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    if "test" in args.bench.resolve().parts:
-        sys.exit("pad_grid: tuning data only; give the benchmark's dev part, not its test part")
+    refuse_test_part(args.bench, "pad_grid")
     current = tuple(float(x) for x in args.current.split(","))
     if len(current) != 3:
         sys.exit("pad_grid: --current takes three numbers: reach_after,pad_before,pad_after")
@@ -116,10 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     afters = sorted({float(x) for x in args.after.split(",")} | {current[2]})
     t0 = time.perf_counter()
     cells = []
-    for part in PARTS:
-        manifest = args.bench / part / "manifest.jsonl"
-        if not manifest.is_file():
-            sys.exit(f"pad_grid: no {manifest}; run `make benchmark` first")
+    for part, manifest in dev_manifests(args.bench, "pad_grid"):
         for r in reaches:
             preds = predictions(manifest, args.asr_cache, r)
             for b in befores:

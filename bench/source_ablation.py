@@ -31,7 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-PARTS = ("utterances", "calls")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import dev_manifests, refuse_test_part  # noqa: E402
+
 SYSTEM = "cascade+verify"
 SOURCES = ("patterns", "cue-runs", "ner", "spacy", "propn", "name-list", "name-slot", "spelled", "cue", "date-grammar")
 
@@ -133,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                         "everywhere and in the verifier only; verify:*; repeat; widen)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    if "test" in args.bench.resolve().parts:
-        sys.exit("source_ablation: tuning data only; give the benchmark's dev part, not its test part")
+    refuse_test_part(args.bench, "source_ablation")
     variants = args.variants.split(",") if args.variants else [
         *SOURCES, *(f"verify:{s}" for s in SOURCES), "verify:*", "repeat", "widen"]
     unknown = [c for v in variants for c in parts(v) if not known(c)]
@@ -143,10 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"widen, or several joined with &; sources: {', '.join(SOURCES)})")
     t0 = time.perf_counter()
     rows = []
-    for part in PARTS:
-        manifest = args.bench / part / "manifest.jsonl"
-        if not manifest.is_file():
-            sys.exit(f"source_ablation: no {manifest}; run `make benchmark` first")
+    for part, manifest in dev_manifests(args.bench, "source_ablation"):
         base = score(manifest, args.asr_cache, "")
         rows.append({"part": part, "variant": "", **base})
         for v in variants:

@@ -111,3 +111,18 @@ def test_widen_leaves_a_too_short_span_as_timed() -> None:
         timed = detect()
     assert timed.source == "spacy" and timed.duration < widened.duration
     assert detect() == widened
+
+
+def test_the_dev_manifests_are_both_parts_or_a_one_line_exit(tmp_path: Path) -> None:
+    import common  # bench/common.py, on the path the script put it on
+
+    dev = tmp_path / "benchmark" / "dev"
+    with pytest.raises(SystemExit, match=r"tool: no .*utterances.*make benchmark"):
+        common.dev_manifests(dev, "tool")
+    for part in ("utterances", "calls"):
+        (dev / part).mkdir(parents=True)
+        (dev / part / "manifest.jsonl").write_text("")
+    assert common.dev_manifests(dev, "tool") == [("utterances", dev / "utterances" / "manifest.jsonl"),
+                                                 ("calls", dev / "calls" / "manifest.jsonl")]
+    with pytest.raises(SystemExit, match="tool: tuning data only"):
+        common.dev_manifests(tmp_path / "benchmark" / "test", "tool")
