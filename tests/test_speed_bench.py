@@ -75,3 +75,14 @@ def test_the_joined_call_keeps_every_entity_at_its_text_and_its_time(tmp_path: P
         assert rec["text"][e["char_start"]:e["char_end"]] == e["text"]
     assert [w["start"] for w in rec["words"]] == [0.1, pytest.approx(4.1), pytest.approx(9.6)]
     assert all(rec["text"][w["char_start"]:w["char_end"]] == "Hi" for w in rec["words"])
+
+
+def test_the_speed_audio_is_the_first_four_dev_calls_and_an_utterance_of_the_first_hundred() -> None:
+    utts = [{"id": "u-dev-024", "duration": 9.9}, {"id": "u-dev-150", "duration": 10.0},
+            {"id": "u-dev-100", "duration": 12.0}]
+    calls = [{"id": cid} for cid in (*speed.SPEED_CALLS[:2], "c-dev-gym-membership", *speed.SPEED_CALLS[2:])]
+    best, chosen = speed.speed_sources(utts, calls)
+    assert best["id"] == "u-dev-024"  # a later dev line nearer 10 s is not taken: the audio stays the same
+    assert [d["id"] for d in chosen] == list(speed.SPEED_CALLS)
+    with pytest.raises(SystemExit, match="make benchmark"):
+        speed.speed_sources(utts, calls[:2])
