@@ -126,3 +126,17 @@ def test_the_dev_manifests_are_both_parts_or_a_one_line_exit(tmp_path: Path) -> 
                                                  ("calls", dev / "calls" / "manifest.jsonl")]
     with pytest.raises(SystemExit, match="tool: tuning data only"):
         common.dev_manifests(tmp_path / "benchmark" / "test", "tool")
+
+
+def test_everything_is_put_back_when_a_variant_fails() -> None:
+    from deid_speech.redact import place_spans, repeat_mentions
+
+    before = (pipeline.Redactor.__init__, pipeline.Redactor.verify, pipeline.repeat_mentions, pipeline.place_spans)
+    with pytest.raises(ZeroDivisionError), ablation.patched("spacy&repeat&widen&verify:*"):
+        assert pipeline.place_spans is not place_spans and pipeline.repeat_mentions is not repeat_mentions
+        assert ablation._state["everywhere"] == {"spacy"}
+        raise ZeroDivisionError
+    assert (pipeline.Redactor.__init__, pipeline.Redactor.verify, pipeline.repeat_mentions,
+            pipeline.place_spans) == before
+    assert pipeline.place_spans is place_spans and pipeline.repeat_mentions is repeat_mentions
+    assert ablation._state == {"everywhere": frozenset(), "in_verifier": frozenset(), "in_verify": False}
