@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 DEV_PARTS = ("utterances", "calls")
+SYSTEM = "cascade+verify"  # the default: `redact` verifies the cascade's redaction with a second decoder
 
 
 def report(result: dict, out: Path | None) -> None:
@@ -35,3 +36,17 @@ def dev_manifests(bench: Path, tool: str) -> list[tuple[str, Path]]:
             sys.exit(f"{tool}: no {manifest}; run `make benchmark` first")
         out.append((part, manifest))
     return out
+
+
+def default_predictions(manifest: Path, cache: Path | None) -> list[tuple]:
+    """(item, prediction, duration) of the default system (:data:`SYSTEM`) for every file of
+    ``manifest``, as ``deid-speech eval`` makes them: the first decoder's and the verifier's
+    transcripts read from (or decoded into) ``cache``, the detectors run here."""
+    from deid_speech.asr.whisper import AsrOptions, transcriber
+    from deid_speech.eval.run import load_manifest, system_predictions
+    from deid_speech.systems import RECOGNISER, VERIFIER
+
+    preds = system_predictions([SYSTEM], load_manifest(manifest), asr=transcriber(AsrOptions(model=RECOGNISER), cache),
+                               ner_model="default",
+                               verifier_asr=transcriber(AsrOptions.second_opinion(model=VERIFIER), cache))
+    return [(item, out[SYSTEM], duration) for item, duration, out in preds]  # detects here, lazily

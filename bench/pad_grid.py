@@ -32,27 +32,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from common import dev_manifests, refuse_test_part  # noqa: E402
-
-SYSTEM = "cascade+verify"  # the default: `redact` verifies the cascade's redaction with a second decoder
+from common import SYSTEM, default_predictions, dev_manifests, refuse_test_part  # noqa: E402
 
 
 def predictions(manifest: Path, cache: Path | None, reach_after: float | None = None) -> list[tuple]:
     """(item, prediction, duration) of every file of ``manifest``, as eval makes them; spans
     reach ``reach_after`` s into the pause after them (None: the default)."""
     from deid_speech import redact
-    from deid_speech.asr.whisper import AsrOptions, transcriber
-    from deid_speech.eval.run import load_manifest, system_predictions
-    from deid_speech.systems import RECOGNISER, VERIFIER
 
-    items = load_manifest(manifest)
     default = redact.GAP_REACH_AFTER
     if reach_after is not None:
         redact.GAP_REACH_AFTER = reach_after
     try:
-        preds = system_predictions([SYSTEM], items, asr=transcriber(AsrOptions(model=RECOGNISER), cache), ner_model="default",
-                                   verifier_asr=transcriber(AsrOptions.second_opinion(model=VERIFIER), cache))
-        return [(item, out[SYSTEM], duration) for item, duration, out in preds]  # detects here, lazily
+        return default_predictions(manifest, cache)
     finally:
         redact.GAP_REACH_AFTER = default
 

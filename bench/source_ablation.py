@@ -32,9 +32,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import dev_manifests, refuse_test_part  # noqa: E402
+from common import SYSTEM, default_predictions, dev_manifests, refuse_test_part  # noqa: E402
 
-SYSTEM = "cascade+verify"
 SOURCES = ("patterns", "cue-runs", "ner", "spacy", "propn", "name-list", "name-slot", "spelled", "cue", "date-grammar")
 
 _state = {"everywhere": frozenset(), "in_verifier": frozenset(), "in_verify": False}
@@ -107,18 +106,13 @@ def patched(variant: str):
 
 def score(manifest: Path, cache: Path | None, variant: str) -> dict:
     """Eval's figures for the default system on ``manifest`` with ``variant`` in force."""
-    from deid_speech.asr.whisper import AsrOptions, transcriber
-    from deid_speech.eval.run import SystemScore, load_manifest, system_predictions
-    from deid_speech.systems import RECOGNISER, VERIFIER
+    from deid_speech.eval.run import SystemScore
 
-    items = load_manifest(manifest)
     s = SystemScore()
     with patched(variant):
-        preds = system_predictions([SYSTEM], items, asr=transcriber(AsrOptions(model=RECOGNISER), cache),
-                                   ner_model="default",
-                                   verifier_asr=transcriber(AsrOptions.second_opinion(model=VERIFIER), cache))
-        for item, duration, out in preds:
-            s.add(item, out[SYSTEM], duration)
+        preds = default_predictions(manifest, cache)
+    for item, pred, duration in preds:
+        s.add(item, pred, duration)
     d = s.as_dict()
     leak = d["audio_leak"]
     return {"recall": d["timestamp_overlap"]["overall"]["recall"], "leaked_duration": leak["leaked_duration"],
