@@ -54,6 +54,26 @@ DATE_RX = re.compile(
 # what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
 CALENDAR_RX = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
                        r"(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b", re.IGNORECASE)
+# the same without the ordinals: a month, a year or d/m(/y) makes a date by itself
+_CALENDAR_NOT_ORDINAL_RX = re.compile(r"\b(?:" + _MONTH + r"|(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b",
+                                      re.IGNORECASE)
+# an ordinal that qualifies the word after it ("the fourteenth floor", "the sixth office", "first
+# time"): no day of a month. Not before "of", a number, "and" or a pause ("the tenth of", "the
+# seventh two three", "seventeenth, at nine")
+_ORDINAL_BEFORE_WORD_RX = re.compile(r"\b" + _ORD + r"\s+(?!of\b|and\b|" + _NUMW + r"\b)[a-z]", re.IGNORECASE)
+_ORDINAL_RX = re.compile(r"\b" + _ORD + r"\b", re.IGNORECASE)
+
+
+def calendar_date(text: str) -> bool:
+    """Whether a DATE span's text names a calendar day or a year: a month, a year or a numeric
+    date does; an ordinal does unless every ordinal in it qualifies the word after it ("the
+    fourteenth floor", "the sixth office"); "today" or "next week" do not."""
+    if _CALENDAR_NOT_ORDINAL_RX.search(text):
+        return True
+    if not CALENDAR_RX.search(text):
+        return False
+    qualifying = {m.start() for m in _ORDINAL_BEFORE_WORD_RX.finditer(text)}
+    return any(m.start() not in qualifying for m in _ORDINAL_RX.finditer(text))
 
 TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
 # cue phrases after which a name follows; (regex, whether the name must be capitalised)
@@ -355,7 +375,7 @@ class SpacyDetector:
                     and not _not_a_name(text[r[0]:r[1]]):
                 a, b = self._extend_name(text, *r)
                 add(a, b, "PERSON", 0.8, self.name)
-            elif ent.label_ == "DATE" and CALENDAR_RX.search(ent.text):
+            elif ent.label_ == "DATE" and calendar_date(ent.text):
                 add(ent.start_char, ent.end_char, "DATE", 0.8, self.name)
         for a, b in self._proper_noun_runs(doc):
             add(a, b, "PERSON", 0.55, "propn")

@@ -4,12 +4,18 @@ It reads the Whisper transcript as written and reports every entity whose label 
 of ours, at one ``score`` for all (spaCy's NER gives no per-entity probability). The
 score (0.6) sits below the pattern detectors' shape and validated scores (0.75, 0.95), so
 where both find a region the merge step keeps their label, and the NER mainly adds what
-they missed. A number-like hit with fewer symbols than its label needs ("8502" as PHONE,
-"3 -5 -30" as BANK_ACCOUNT: times, seats and bus numbers) is not reported, nor a PERSON
-holding a word that is no name in call-centre speech ("Merlin Bank").
+they missed. Not reported, since the model tags ordinary speech too (read prose above all):
+* a number-like hit with fewer symbols than its label needs ("8502" as PHONE, "3 -5 -30" as
+  BANK_ACCOUNT: times, seats and bus numbers);
+* an EMAIL with no sign of an address ("at", "dot", "@", a provider or a domain) and fewer than
+  five symbols ("thy sweet self");
+* a DATE that names no calendar day or year ("the sixth office": the spaCy detector's rule);
+* a PERSON holding a word that is no name in call-centre speech ("Merlin Bank").
 """
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from pathlib import Path
 
 from deid_speech.errors import DeidError
@@ -20,6 +26,17 @@ from deid_speech.types import LABELS, Span, Transcript
 # fewest digits/letters (read as the normalizer reads them) a hit of the label must hold
 MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK_ACCOUNT": 6,
                "CAR_PLATE": 4}
+EMAIL_MIN_SYMBOLS = 5  # an EMAIL without a sign of an address still counts with this many ("S68140270")
+
+
+@lru_cache(maxsize=1)
+def _email_sign() -> re.Pattern:
+    """``at``, ``dot``, ``@``, a domain word or a provider: what an address spoken or written holds."""
+    from deid_speech.ner.cue_runs import DOMAIN_WORDS, PROVIDERS
+
+    said = sorted(DOMAIN_WORDS - {"my", "co", "io", "info", "biz"})  # a domain said alone ("gmail dot com"), not "my"
+    return re.compile(r"@|\b(?:at|dot)\b|\.(?:" + "|".join(sorted(DOMAIN_WORDS)) + r")\b|\b(?:"
+                      + "|".join(said) + r")\b|" + "|".join(PROVIDERS), re.IGNORECASE)
 
 
 def symbol_count(text: str) -> int:
@@ -32,16 +49,19 @@ def symbol_count(text: str) -> int:
 def plausible(label: str, text: str) -> bool:
     """Enough symbols for a number-like label; a PERSON without words that are not names
     in call-centre speech ("Merlin Bank", "okay", the lists of the spaCy detector); a DATE
-    that names a calendar day or year (the spaCy detector's rule: "10 of clubs" is none)."""
+    that names a calendar day or year (the spaCy detector's rule: "10 of clubs" is none); an
+    EMAIL with a sign of an address or enough symbols."""
     if label == "PERSON":
         from deid_speech.ner.spacy_ner import NOT_NAME_WORDS, NOT_NAMES
 
         words = [w.strip(".,!?;:'\"").lower() for w in text.split()]
         return not any(w in NOT_NAME_WORDS for w in words) and not all(w in NOT_NAMES for w in words)
     if label == "DATE":
-        from deid_speech.ner.spacy_ner import CALENDAR_RX
+        from deid_speech.ner.spacy_ner import calendar_date
 
-        return bool(CALENDAR_RX.search(text))
+        return calendar_date(text)
+    if label == "EMAIL":
+        return bool(_email_sign().search(text)) or symbol_count(text) >= EMAIL_MIN_SYMBOLS
     need = MIN_SYMBOLS.get(label)
     return need is None or symbol_count(text) >= need
 
