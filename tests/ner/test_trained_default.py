@@ -71,3 +71,40 @@ def test_the_shipped_model_tags_prose_that_the_detector_does_not_report():
     assert [s for t in prose for s in det.detect(transcript(t)) if s.label in ("EMAIL", "DATE")] == []
     kept = det.detect(transcript("my email is tan at gmail dot com and my birthday is the twelfth of March 1987"))
     assert {s.label for s in kept} >= {"EMAIL", "DATE"}, kept
+
+
+@pytest.mark.parametrize("words,dropped", [
+    ([("and", 0.9), ("I'm", 0.99)], True),            # function words heard for sure: no name
+    ([("But", 0.94), ("thou,", 0.95)], True),
+    ([("I\u2019m", 0.99)], True),                       # a curly apostrophe reads as a straight one
+    ([("he's", 0.15), ("a", 0.58)], False),            # doubted: a garbled name ("Ethan Loh")
+    ([("You're", 0.57), ("a", 0.96)], False),
+    ([("and", 0.9), ("Wai", 0.9), ("Jie", 0.9)], False),  # a name among them
+    ([("you", 0.95), ("lean,", 0.99)], False),         # not function words alone ("Jolene")
+])
+def test_a_person_of_function_words_heard_for_sure_is_no_name(words, dropped):
+    from deid_speech.ner.trained import function_words_heard
+    from deid_speech.types import Transcript
+
+    tr = Transcript.from_words([("so", 0.0, 0.2, 0.9)] + [(w, 0.3 * (k + 1), 0.3 * (k + 1) + 0.25, p)
+                                                          for k, (w, p) in enumerate(words)] + [("ok", 3.0, 3.2, 0.9)])
+    a = tr.words[1].char_start
+    b = tr.words[len(words)].char_end
+    assert function_words_heard(tr, a, b) is dropped
+
+
+@pytest.mark.model
+def test_the_detector_drops_a_person_of_sure_function_words_but_keeps_a_doubted_one():
+    from deid_speech.ner.trained import TrainedNerDetector
+    from deid_speech.types import Transcript
+
+    det = TrainedNerDetector(trained.resolve_ner_model("default"))
+    text = "But thou, contracted to thine own bright eyes, feed'st thy light's flame with self-substantial fuel"
+    assert ("PERSON", "But thou") in [(e.label_, e.text) for e in det.nlp(text).ents]  # what the model says
+
+    def persons(prob):
+        tr = Transcript.from_words((w, k * 0.3, k * 0.3 + 0.25, prob) for k, w in enumerate(text.split()))
+        return [s.text for s in det.detect(tr) if s.label == "PERSON"]
+
+    assert persons(0.95) == []
+    assert persons(0.3) == ["But thou"]

@@ -10,7 +10,9 @@ they missed. Not reported, since the model tags ordinary speech too (read prose 
 * an EMAIL with no sign of an address ("at", "dot", "@", a provider or a domain) and fewer than
   five symbols ("thy sweet self");
 * a DATE that names no calendar day or year ("the sixth office": the spaCy detector's rule);
-* a PERSON holding a word that is no name in call-centre speech ("Merlin Bank").
+* a PERSON holding a word that is no name in call-centre speech ("Merlin Bank"), or made of
+  such words and function words alone that the recogniser was sure of ("and I'm", "But thou";
+  not "he's a", heard in doubt for "Ethan Loh").
 """
 from __future__ import annotations
 
@@ -26,6 +28,10 @@ from deid_speech.types import LABELS, Span, Transcript
 # fewest digits/letters (read as the normalizer reads them) a hit of the label must hold
 MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK_ACCOUNT": 6,
                "CAR_PLATE": 4}
+# closed-class words that the NOT_NAMES list of the spaCy detector leaves out (it keeps "and" for
+# name slots): a PERSON made of these and NOT_NAMES alone, all heard for sure, is none ("and I'm")
+FUNCTION_WORDS = frozenset("and or but nor yet if than as of by you're you'll you've you'd we're we'll we've "
+                           "they're they'll he's she's it's there's that's thou thee thy".split())
 EMAIL_MIN_SYMBOLS = 5  # an EMAIL without a sign of an address still counts with this many ("S68140270")
 
 
@@ -37,6 +43,22 @@ def _email_sign() -> re.Pattern:
     said = sorted(DOMAIN_WORDS - {"my", "co", "io", "info", "biz"})  # a domain said alone ("gmail dot com"), not "my"
     return re.compile(r"@|\b(?:at|dot)\b|\.(?:" + "|".join(sorted(DOMAIN_WORDS)) + r")\b|\b(?:"
                       + "|".join(said) + r")\b|" + "|".join(PROVIDERS), re.IGNORECASE)
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(".,!?;:'\"").lower().replace("\u2019", "'") for w in text.split()]
+
+
+def function_words_heard(transcript: Transcript, a: int, b: int) -> bool:
+    """Whether ``transcript.text[a:b]`` is function words alone (:data:`FUNCTION_WORDS` and the
+    spaCy detector's NOT_NAMES), each heard for sure (probability at least the spaCy detector's
+    SURE): "and I'm", "But thou". A doubted one may be a garbled name ("he's a" for "Ethan Loh",
+    probabilities 0.15 and 0.58)."""
+    from deid_speech.ner.spacy_ner import NOT_NAMES, SURE
+
+    words = [w for w in transcript.words if w.char_end > a and w.char_start < b]
+    return bool(words) and all(t in NOT_NAMES or t in FUNCTION_WORDS for w in words for t in _words(w.text)) \
+        and all(w.prob >= SURE for w in words)
 
 
 def symbol_count(text: str) -> int:
@@ -54,7 +76,7 @@ def plausible(label: str, text: str) -> bool:
     if label == "PERSON":
         from deid_speech.ner.spacy_ner import NOT_NAME_WORDS, NOT_NAMES
 
-        words = [w.strip(".,!?;:'\"").lower() for w in text.split()]
+        words = _words(text)
         return not any(w in NOT_NAME_WORDS for w in words) and not all(w in NOT_NAMES for w in words)
     if label == "DATE":
         from deid_speech.ner.spacy_ner import calendar_date
@@ -104,7 +126,8 @@ class TrainedNerDetector:
     def detect(self, transcript: Transcript) -> list[Span]:
         out = []
         for ent in self.nlp(transcript.text).ents:
-            if ent.label_ in LABELS and plausible(ent.label_, ent.text):
+            if ent.label_ in LABELS and plausible(ent.label_, ent.text) and not (
+                    ent.label_ == "PERSON" and function_words_heard(transcript, ent.start_char, ent.end_char)):
                 s = span_from_chars(transcript, ent.start_char, ent.end_char, ent.label_, self.score, self.name)
                 if s is not None:
                     out.append(s)
