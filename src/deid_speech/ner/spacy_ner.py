@@ -92,6 +92,8 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
+    # the other Singlish particles ("I'm leh" heard for "the omelet")
+    "leh lor hor meh sia liao "
     "has have had already got it he she they we you him her them me us please number "
     "i'm i've i'll sir madam maam ma'am "
     # the words that announce an identifier are no name ("patient NRIC", "name, IC number"); not
@@ -333,6 +335,15 @@ def _not_a_name(text: str) -> bool:
             or (t.islower() and " " not in t))  # a lone lower-case word ("expiry")
 
 
+SUITS = frozenset("club clubs heart hearts spade spades diamond diamonds".split())
+
+
+def _card(doc, i: int) -> bool:
+    """Whether token ``i`` of ``doc`` names a playing card's rank: "of" and a suit follow it."""
+    nxt = [t.text.strip(".,!?").lower() for t in doc[i + 1:i + 3]]
+    return len(nxt) == 2 and nxt[0] == "of" and nxt[1] in SUITS
+
+
 @lru_cache(maxsize=1)
 def listed_names() -> frozenset[str]:
     """Given names and the commoner surnames of the US Census 1990 name files, lower case
@@ -372,7 +383,7 @@ class SpacyDetector:
         doc = self.nlp(text)
         for ent in doc.ents:
             if ent.label_ == "PERSON" and (r := _without_fillers(text, ent.start_char, ent.end_char)) \
-                    and not _not_a_name(text[r[0]:r[1]]):
+                    and not _not_a_name(text[r[0]:r[1]]) and not _card(doc, ent.end - 1):
                 a, b = self._extend_name(text, *r)
                 add(a, b, "PERSON", 0.8, self.name)
             elif ent.label_ == "DATE" and calendar_date(ent.text):
@@ -440,14 +451,14 @@ class SpacyDetector:
         name ORG or nothing outside the phrasings it knows. The proper-noun tag keeps out a
         listed name that is a common word where it stands ("Will you ...", "May I ..."); a
         farewell ("Bye.") and a name that an organisation word follows ("Merlin Bank", "Lim
-        Clinic") are no person."""
+        Clinic") are no person, nor a playing card ("Queen of clubs", "Jack of hearts")."""
         names = listed_names()
         out = []
         for tok in doc:
             word, low = tok.text, tok.text.lower()
             after = doc[tok.i + 1].text.lower() if tok.i + 1 < len(doc) else ""
             if (tok.pos_ == "PROPN" and word[:1].isupper() and word.isalpha() and len(word) >= 3
-                    and not word.isupper() and low in names and after not in ORG_WORDS
+                    and not word.isupper() and low in names and after not in ORG_WORDS and not _card(doc, tok.i)
                     and low not in NOT_NAME_WORDS and low not in NOT_PERSON and low not in MONTHS
                     and tok.ent_type_ in ("", "PERSON", "ORG")):
                 out.append((tok.idx, tok.idx + len(word)))
