@@ -92,8 +92,9 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
-    # the other Singlish particles ("I'm leh" heard for "the omelet")
-    "leh lor hor meh sia liao "
+    # Singlish particles that are no surname ("I'm leh" heard for "the omelet"); not lor, hor,
+    # sia or liao, which are ("Mr Lor", "Sia Kah Hui")
+    "leh meh "
     "has have had already got it he she they we you him her them me us please number "
     "i'm i've i'll sir madam maam ma'am "
     # the words that announce an identifier are no name ("patient NRIC", "name, IC number"); not
