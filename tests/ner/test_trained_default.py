@@ -38,16 +38,29 @@ def test_missing_shipped_model_is_an_error(monkeypatch, tmp_path) -> None:
     ("DATE", "the tenth of", True), ("DATE", "the seventh two three", True), ("DATE", "17th,", True),
     ("DATE", "the fourteenth, at nine", True), ("DATE", "twenty first of March", True),
     ("DATE", "the fifth floor on the third of May", True), ("DATE", "the fifth floor on the third", True),
+    ("DATE", "the fifth lah", True), ("DATE", "the seventeenth at nine", True),   # only listed nouns qualify
+    ("DATE", "the fifteenth this month", True), ("DATE", "the 3rd floor, room 3", False), ("DATE", "3rd", True),
     # an address needs a sign of one, or enough symbols to be some identifier
     ("EMAIL", "thy sweet self,", False), ("EMAIL", "cheryl makes waste", False), ("EMAIL", "l", False),
     ("EMAIL", "my sweet self", False), ("EMAIL", "S68140270.", True), ("EMAIL", "tan at gmail dot com", True),
     ("EMAIL", "jason.tay@x.com", True), ("EMAIL", "JasonTayasgmail .com", True), ("EMAIL", "bernadette dot x", True),
     ("EMAIL", "w k loh seventy seven outlook", True), ("EMAIL", "jane.my", True),
+    ("EMAIL", "siti underscore n", True), ("EMAIL", "tanweiming", False),
 ])
 def test_trained_ner_hits_must_be_plausible_for_their_label(label, text, ok):
     from deid_speech.ner.trained import plausible
 
     assert plausible(label, text) is ok
+
+
+@pytest.mark.parametrize("before,ok", [
+    ("ok my email is ", True), ("send to my e-mail, ", True), ("the address ah, ", True),
+    ("so I told him ", False), ("email me later. I went to the shop and then I saw my friend there, and ", False),
+])
+def test_an_email_without_a_sign_counts_after_a_cue_for_one(before, ok):
+    from deid_speech.ner.trained import plausible
+
+    assert plausible("EMAIL", "tanweiming", before) is ok
 
 
 @pytest.mark.model
@@ -81,6 +94,8 @@ def test_the_shipped_model_tags_prose_that_the_detector_does_not_report():
     ([("You're", 0.57), ("a", 0.96)], False),
     ([("and", 0.9), ("Wai", 0.9), ("Jie", 0.9)], False),  # a name among them
     ([("you", 0.95), ("lean,", 0.99)], False),         # not function words alone ("Jolene")
+    ([("Nor", 0.95)], False),                          # a Malay given name (Nor Aishah), and "Or" a surname
+    ([("Or", 0.95)], False),
 ])
 def test_a_person_of_function_words_heard_for_sure_is_no_name(words, dropped):
     from deid_speech.ner.trained import function_words_heard

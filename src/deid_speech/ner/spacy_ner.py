@@ -52,28 +52,30 @@ DATE_RX = re.compile(
     r"|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})\b",
     re.IGNORECASE)
 # what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
-CALENDAR_RX = re.compile(r"\b(?:" + _MONTH + r"|" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)|"
-                       r"(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b", re.IGNORECASE)
-# the same without the ordinals: a month, a year or d/m(/y) makes a date by itself
-_CALENDAR_NOT_ORDINAL_RX = re.compile(r"\b(?:" + _MONTH + r"|(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)\b",
-                                      re.IGNORECASE)
-# an ordinal that qualifies the word after it ("the fourteenth floor", "the sixth office", "first
-# time"): no day of a month. Not before "of", a number, "and" or a pause ("the tenth of", "the
-# seventh two three", "seventeenth, at nine")
-_ORDINAL_BEFORE_WORD_RX = re.compile(r"\b" + _ORD + r"\s+(?!of\b|and\b|" + _NUMW + r"\b)[a-z]", re.IGNORECASE)
-_ORDINAL_RX = re.compile(r"\b" + _ORD + r"\b", re.IGNORECASE)
+_DAY = r"(?:" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th))"  # an ordinal, said or written
+_NOT_DAY = r"(?:" + _MONTH + r"|(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)"
+CALENDAR_RX = re.compile(r"\b(?:" + _NOT_DAY + r"|" + _DAY + r")\b", re.IGNORECASE)
+_NOT_DAY_RX = re.compile(r"\b" + _NOT_DAY + r"\b", re.IGNORECASE)
+_DAY_RX = re.compile(r"\b" + _DAY + r"\b", re.IGNORECASE)
+# nouns that an ordinal qualifies in speech that holds no date ("the fourteenth floor", "the sixth
+# office", "first time"). A fixed list, not every word after an ordinal: "the fifth lah", "the
+# seventeenth at nine" and "the fifteenth this month" are days
+ORDINAL_NOUNS = frozenset("floor floors storey level office room time times century place row seat queue "
+                          "counter person grade class lesson round attempt shift stop exit gate lane block "
+                          "house child son daughter week weeks".split())
+_DAY_BEFORE_NOUN_RX = re.compile(r"\b" + _DAY + r"\s+(?:" + "|".join(sorted(ORDINAL_NOUNS)) + r")\b",
+                                 re.IGNORECASE)
 
 
 def calendar_date(text: str) -> bool:
     """Whether a DATE span's text names a calendar day or a year: a month, a year or a numeric
-    date does; an ordinal does unless every ordinal in it qualifies the word after it ("the
-    fourteenth floor", "the sixth office"); "today" or "next week" do not."""
-    if _CALENDAR_NOT_ORDINAL_RX.search(text):
+    date does; an ordinal does unless every ordinal in it qualifies one of :data:`ORDINAL_NOUNS`
+    ("the fourteenth floor", "the sixth office"); "today" or "next week" do not."""
+    if _NOT_DAY_RX.search(text):
         return True
-    if not CALENDAR_RX.search(text):
-        return False
-    qualifying = {m.start() for m in _ORDINAL_BEFORE_WORD_RX.finditer(text)}
-    return any(m.start() not in qualifying for m in _ORDINAL_RX.finditer(text))
+    qualifying = {m.start() for m in _DAY_BEFORE_NOUN_RX.finditer(text)}
+    return any(m.start() not in qualifying for m in _DAY_RX.finditer(text))
+
 
 TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
 # cue phrases after which a name follows; (regex, whether the name must be capitalised)
@@ -92,9 +94,6 @@ NOT_NAMES = frozenset(
     "calling here speaking from the a an not just very so also sure okay ok yes no ya yeah sorry "
     "with on in at for to your my this that calling regarding actually going looking trying "
     "interested available fine good well lah ah uh um er can is was will would wants want need needs "
-    # Singlish particles that are no surname ("I'm leh" heard for "the omelet"); not lor, hor,
-    # sia or liao, which are ("Mr Lor", "Sia Kah Hui")
-    "leh meh "
     "has have had already got it he she they we you him her them me us please number "
     "i'm i've i'll sir madam maam ma'am "
     # the words that announce an identifier are no name ("patient NRIC", "name, IC number"); not
@@ -337,12 +336,14 @@ def _not_a_name(text: str) -> bool:
 
 
 SUITS = frozenset("club clubs heart hearts spade spades diamond diamonds".split())
+RANKS = frozenset("ace king queen jack joker one two three four five six seven eight nine ten".split())
 
 
 def _card(doc, i: int) -> bool:
-    """Whether token ``i`` of ``doc`` names a playing card's rank: "of" and a suit follow it."""
-    nxt = [t.text.strip(".,!?").lower() for t in doc[i + 1:i + 3]]
-    return len(nxt) == 2 and nxt[0] == "of" and nxt[1] in SUITS
+    """Whether token ``i`` of ``doc`` is a playing card's rank ("Queen of clubs"): a rank, then
+    "of" and a suit ("Kevin of Club Med" is a name)."""
+    words = [t.text.strip(".,!?").lower() for t in doc[i:i + 3]]
+    return len(words) == 3 and (words[0] in RANKS or words[0].isdigit()) and words[1] == "of" and words[2] in SUITS
 
 
 @lru_cache(maxsize=1)
