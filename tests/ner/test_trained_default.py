@@ -41,7 +41,7 @@ def test_missing_shipped_model_is_an_error(monkeypatch, tmp_path) -> None:
     ("DATE", "the fifth lah", True), ("DATE", "the seventeenth at nine", True),   # only listed nouns qualify
     ("DATE", "the fifteenth this month", True), ("DATE", "the 3rd floor, room 3", False), ("DATE", "3rd", True),
     # an address needs a sign of one, or enough symbols to be some identifier
-    ("EMAIL", "thy sweet self,", False), ("EMAIL", "cheryl makes waste", False), ("EMAIL", "l", False),
+    ("EMAIL", "thy sweet self,", False), ("EMAIL", "cheryl makes waste", False), ("EMAIL", "2 .0 also", True),
     ("EMAIL", "my sweet self", False), ("EMAIL", "S68140270.", True), ("EMAIL", "tan at gmail dot com", True),
     ("EMAIL", "jason.tay@x.com", True), ("EMAIL", "JasonTayasgmail .com", True), ("EMAIL", "bernadette dot x", True),
     ("EMAIL", "w k loh seventy seven outlook", True), ("EMAIL", "jane.my", True),

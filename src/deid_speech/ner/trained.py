@@ -8,8 +8,8 @@ they missed. Not reported, since the model tags ordinary speech too (read prose 
 * a number-like hit with fewer symbols than its label needs ("8502" as PHONE, "3 -5 -30" as
   BANK_ACCOUNT: times, seats and bus numbers);
 * an EMAIL with no sign of an address ("at", "dot", "@", "underscore", a provider or a domain),
-  fewer than five symbols and no cue for one ("email", "address", ...) in the 60 characters before
-  it ("thy sweet self");
+  no digit or spelled letter, and no cue for one ("email", "address", ...) in the 60 characters
+  before it ("thy sweet self");
 * a DATE that names no calendar day or year ("the sixth office": the spaCy detector's
   ``calendar_date``);
 * a PERSON holding a word that is no name in call-centre speech ("Merlin Bank"), or made of
@@ -35,7 +35,9 @@ MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK
 # ("or", "nor", "than" and "thee" are names or surnames here: Or Kim Peow, Nor Aishah)
 FUNCTION_WORDS = frozenset("and but yet if as of by you're you'll you've you'd we're we'll we've "
                            "they're they'll he's she's it's there's that's thou thy".split())
-EMAIL_MIN_SYMBOLS = 5  # an EMAIL without a sign of an address still counts with this many ("S68140270")
+# an EMAIL without a sign of an address still counts with a digit or a spelled letter in it: the
+# recogniser's garbled identifier ("S68140270.", "2 .0 also" for "two two L")
+EMAIL_MIN_SYMBOLS = 1
 # words before an EMAIL that say an address follows, whatever the recogniser made of it ("my email is tanweiming")
 EMAIL_CUE_RX = re.compile(r"\b(?:e-?mail|mail|address|gmail|hotmail|outlook|yahoo)\b", re.IGNORECASE)
 EMAIL_CUE_CHARS = 60  # how far back a cue counts
