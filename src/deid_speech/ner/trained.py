@@ -6,7 +6,7 @@ score (0.6) sits below the pattern detectors' shape and validated scores (0.75, 
 where both find a region the merge step keeps their label, and the NER mainly adds what
 they missed. Not reported, since the model tags ordinary speech too (read prose above all):
 * a number-like hit with fewer symbols than its label needs ("8502" as PHONE, "3 -5 -30" as
-  BANK_ACCOUNT: times, seats and bus numbers; "33 -4 -692", six digits, as BANK_ACCOUNT);
+  BANK_ACCOUNT: times, seats and bus numbers);
 * an EMAIL with no sign of an address ("at", "dot", "@", "underscore", a provider or a domain),
   no digit or spelled letter, and no cue for one ("email", "address", ...) in the 60 characters
   before it ("thy sweet self");
@@ -28,10 +28,7 @@ from deid_speech.ner.spacy_ner import load_spacy
 from deid_speech.types import LABELS, Span, Transcript
 
 # fewest digits/letters (read as the normalizer reads them) a hit of the label must hold
-# (a bank account here has 9 to 12 digits; a six-digit string with no cue, "thirty three four six
-# ninety two" in the real-speech set, is a look-alike: the cue-run detector takes shorter runs after
-# an account cue)
-MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK_ACCOUNT": 7,
+MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK_ACCOUNT": 6,
                "CAR_PLATE": 4}
 # closed-class words that the NOT_NAMES list of the spaCy detector leaves out (it keeps "and" for
 # name slots): a PERSON made of these and NOT_NAMES alone, all heard for sure, is none ("and I'm")
