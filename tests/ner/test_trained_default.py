@@ -40,12 +40,9 @@ def test_missing_shipped_model_is_an_error(monkeypatch, tmp_path) -> None:
     ("DATE", "the fifth floor on the third of May", True), ("DATE", "the fifth floor on the third", True),
     ("DATE", "the fifth lah", True), ("DATE", "the seventeenth at nine", True),   # only listed nouns qualify
     ("DATE", "the fifteenth this month", True), ("DATE", "the 3rd floor, room 3", False), ("DATE", "3rd", True),
-    # an address needs a sign of one, or enough symbols to be some identifier
-    ("EMAIL", "thy sweet self,", False), ("EMAIL", "cheryl makes waste", False), ("EMAIL", "2 .0 also", True),
-    ("EMAIL", "my sweet self", False), ("EMAIL", "S68140270.", True), ("EMAIL", "tan at gmail dot com", True),
-    ("EMAIL", "jason.tay@x.com", True), ("EMAIL", "JasonTayasgmail .com", True), ("EMAIL", "bernadette dot x", True),
-    ("EMAIL", "w k loh seventy seven outlook", True), ("EMAIL", "jane.my", True),
-    ("EMAIL", "siti underscore n", True), ("EMAIL", "tanweiming", False),
+    # an EMAIL is never dropped: the model tags garbled names and identifiers EMAIL ("nerf our
+    # hannabinti snail", "2 .0 also"), so a rule that drops ordinary words ("thy sweet self") leaked
+    ("EMAIL", "thy sweet self,", True), ("EMAIL", "nerf our hannabinti snail", True),
 ])
 def test_trained_ner_hits_must_be_plausible_for_their_label(label, text, ok):
     from deid_speech.ner.trained import plausible
@@ -53,20 +50,10 @@ def test_trained_ner_hits_must_be_plausible_for_their_label(label, text, ok):
     assert plausible(label, text) is ok
 
 
-@pytest.mark.parametrize("before,ok", [
-    ("ok my email is ", True), ("send to my e-mail, ", True), ("the address ah, ", True),
-    ("so I told him ", False), ("email me later. I went to the shop and then I saw my friend there, and ", False),
-])
-def test_an_email_without_a_sign_counts_after_a_cue_for_one(before, ok):
-    from deid_speech.ner.trained import plausible
-
-    assert plausible("EMAIL", "tanweiming", before) is ok
-
-
 @pytest.mark.model
 def test_the_shipped_model_tags_prose_that_the_detector_does_not_report():
-    """The shipped NER calls ordinary words an EMAIL or a DATE (read prose, a floor); the rules
-    of :func:`plausible` keep them out, and a real address and date in the same call stay."""
+    """The shipped NER calls ordinary words a DATE (an office, a floor); the rules of
+    :func:`plausible` keep them out, and a real address and date in the same call stay."""
     from deid_speech.ner.trained import TrainedNerDetector
     from deid_speech.types import Transcript
 
@@ -79,9 +66,9 @@ def test_the_shipped_model_tags_prose_that_the_detector_does_not_report():
              "so this is the sixth office, I have a code so I apply something",
              "go up to the fourteenth floor, the clinic is on the left"]
     raw = [(e.label_, e.text) for t in prose for e in det.nlp(t).ents]
-    assert ("EMAIL", "thy sweet self") in raw and ("DATE", "the sixth office") in raw, raw  # what is filtered
+    assert ("DATE", "the sixth office") in raw, raw  # what is filtered
     assert ("DATE", "the fourteenth floor") in raw, raw
-    assert [s for t in prose for s in det.detect(transcript(t)) if s.label in ("EMAIL", "DATE")] == []
+    assert [s for t in prose for s in det.detect(transcript(t)) if s.label == "DATE"] == []
     kept = det.detect(transcript("my email is tan at gmail dot com and my birthday is the twelfth of March 1987"))
     assert {s.label for s in kept} >= {"EMAIL", "DATE"}, kept
 

@@ -7,9 +7,6 @@ where both find a region the merge step keeps their label, and the NER mainly ad
 they missed. Not reported, since the model tags ordinary speech too (read prose above all):
 * a number-like hit with fewer symbols than its label needs ("8502" as PHONE, "3 -5 -30" as
   BANK_ACCOUNT: times, seats and bus numbers);
-* an EMAIL with no sign of an address ("at", "dot", "@", "underscore", a provider or a domain),
-  no digit or spelled letter, and no cue for one ("email", "address", ...) in the 60 characters
-  before it ("thy sweet self");
 * a DATE that names no calendar day or year ("the sixth office": the spaCy detector's
   ``calendar_date``);
 * a PERSON holding a word that is no name in call-centre speech ("Merlin Bank"), or made of
@@ -18,8 +15,6 @@ they missed. Not reported, since the model tags ordinary speech too (read prose 
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from pathlib import Path
 
 from deid_speech.errors import DeidError
@@ -35,23 +30,6 @@ MIN_SYMBOLS = {"NRIC": 5, "PASSPORT_NUM": 5, "PHONE": 6, "CREDIT_CARD": 8, "BANK
 # ("or", "nor", "than" and "thee" are names or surnames here: Or Kim Peow, Nor Aishah)
 FUNCTION_WORDS = frozenset("and but yet if as of by you're you'll you've you'd we're we'll we've "
                            "they're they'll he's she's it's there's that's thou thy".split())
-# an EMAIL without a sign of an address still counts with a digit or a spelled letter in it: the
-# recogniser's garbled identifier ("S68140270.", "2 .0 also" for "two two L")
-EMAIL_MIN_SYMBOLS = 1
-# words before an EMAIL that say an address follows, whatever the recogniser made of it ("my email is tanweiming")
-EMAIL_CUE_RX = re.compile(r"\b(?:e-?mail|mail|address|gmail|hotmail|outlook|yahoo)\b", re.IGNORECASE)
-EMAIL_CUE_CHARS = 60  # how far back a cue counts
-
-
-@lru_cache(maxsize=1)
-def _email_sign() -> re.Pattern:
-    """``at``, ``dot``, ``@``, ``_``, underscore, dash, a domain word or a provider: what an address
-    spoken or written holds."""
-    from deid_speech.ner.cue_runs import DOMAIN_WORDS, PROVIDERS
-
-    said = sorted(DOMAIN_WORDS - {"my", "co", "io", "info", "biz"})  # a domain said alone ("gmail dot com"), not "my"
-    return re.compile(r"[@_]|\b(?:at|dot|underscore|dash|hyphen)\b|\.(?:" + "|".join(sorted(DOMAIN_WORDS)) + r")\b|\b(?:"
-                      + "|".join(said) + r")\b|" + "|".join(PROVIDERS), re.IGNORECASE)
 
 
 def _words(text: str) -> list[str]:
@@ -77,11 +55,10 @@ def symbol_count(text: str) -> int:
     return sum(len(sym.text) for _, _, sym in normalize_tokens(text.split()))
 
 
-def plausible(label: str, text: str, before: str = "") -> bool:
+def plausible(label: str, text: str) -> bool:
     """Enough symbols for a number-like label; a PERSON without words that are not names
     in call-centre speech ("Merlin Bank", "okay", the lists of the spaCy detector); a DATE
-    that names a calendar day or year (the spaCy detector's rule: "10 of clubs" is none); an
-    EMAIL with a sign of an address, enough symbols, or a cue for one in the text ``before`` it."""
+    that names a calendar day or year (the spaCy detector's rule: "10 of clubs" is none)."""
     if label == "PERSON":
         from deid_speech.ner.spacy_ner import NOT_NAME_WORDS, NOT_NAMES
 
@@ -91,9 +68,6 @@ def plausible(label: str, text: str, before: str = "") -> bool:
         from deid_speech.ner.spacy_ner import calendar_date
 
         return calendar_date(text)
-    if label == "EMAIL":
-        return (bool(_email_sign().search(text)) or symbol_count(text) >= EMAIL_MIN_SYMBOLS
-                or bool(EMAIL_CUE_RX.search(before[-EMAIL_CUE_CHARS:])))
     need = MIN_SYMBOLS.get(label)
     return need is None or symbol_count(text) >= need
 
@@ -136,7 +110,7 @@ class TrainedNerDetector:
     def detect(self, transcript: Transcript) -> list[Span]:
         out = []
         for ent in self.nlp(transcript.text).ents:
-            if ent.label_ in LABELS and plausible(ent.label_, ent.text, transcript.text[:ent.start_char]) and not (
+            if ent.label_ in LABELS and plausible(ent.label_, ent.text) and not (
                     ent.label_ == "PERSON" and function_words_heard(transcript, ent.start_char, ent.end_char)):
                 s = span_from_chars(transcript, ent.start_char, ent.end_char, ent.label_, self.score, self.name)
                 if s is not None:
