@@ -54,7 +54,6 @@ DATE_RX = re.compile(
 # what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
 _DAY = r"(?:" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th))"  # an ordinal, said or written
 _NOT_DAY = r"(?:" + _MONTH + r"|(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)"
-CALENDAR_RX = re.compile(r"\b(?:" + _NOT_DAY + r"|" + _DAY + r")\b", re.IGNORECASE)
 _NOT_DAY_RX = re.compile(r"\b" + _NOT_DAY + r"\b", re.IGNORECASE)
 _DAY_RX = re.compile(r"\b" + _DAY + r"\b", re.IGNORECASE)
 # nouns that an ordinal qualifies in speech that holds no date ("the fourteenth floor", "the sixth
