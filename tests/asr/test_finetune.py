@@ -389,6 +389,29 @@ def test_a_frozen_part_is_not_trained_and_the_other_is(frozen: str, random_base:
     assert len(s["evals"]) == 2 and all(e["dev_score"] <= 0 for e in s["evals"])  # default score: -WER
 
 
+def test_frozen_embeddings_keep_the_base_weights_and_the_layers_train(random_base: Path, manifest: Path,
+                                                                      tmp_path: Path) -> None:
+    """``freeze_embeddings`` (a small delta over a larger base): the decoder's token and
+    position embeddings and the tied output projection keep the base weights, the decoder's
+    layers train; with added tokens (the tagger) it is refused, since they would stay untrained."""
+    import torch
+    from safetensors.torch import load_file
+
+    recs = load_records(manifest)
+    out = tmp_path / "emb"
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=3, eval_at_start=False, eval_max_new_tokens=8,
+                                      freeze_encoder=True, freeze_embeddings=True))
+    assert s["steps"] == 3
+    before, after = load_file(str(random_base / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    fixed = [k for k in before if "embed_tokens" in k or "embed_positions" in k or k == "proj_out.weight"]
+    assert any("decoder.embed_tokens" in k for k in fixed)
+    assert all(torch.equal(before[k], after[k]) for k in fixed if k in after)
+    assert not all(torch.equal(before[k], after[k]) for k in before if ".decoder.layers" in k)
+    with pytest.raises(DeidError, match="added tokens"):
+        finetune_run(recs, tmp_path / "tags", _opts(random_base, tmp_path / "tags", max_steps=1, eval_at_start=False,
+                                                    freeze_embeddings=True), extra_tokens=["[PHONE]"])
+
+
 def test_freezing_both_parts_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="nothing to train"):
         FinetuneOptions(out=tmp_path, freeze_encoder=True, freeze_decoder=True)

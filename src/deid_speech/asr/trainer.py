@@ -100,6 +100,9 @@ class FinetuneOptions:
                                        "(much faster on CPU)")
     freeze_decoder: bool = _opt(False, "train the encoder only: the decoder, and with it the model's language "
                                        "model, keeps the base weights (it cannot drift toward the training text)")
+    freeze_embeddings: bool = _opt(False, "keep the decoder's token and position embeddings (and the output "
+                                          "projection tied to them) at the base weights: a delta over a larger "
+                                          "base (base: 26.6M embedding weights) stays small")
     cache_encoder_gb: float = _opt(4.0, "frozen encoder: keep its outputs in memory up to this size (0: never)")
     resume: bool = _opt(True, "resume from OUT/checkpoint (--no-resume: start over, dropping it)")
     ct2: bool = _opt(True, "also write a CTranslate2 copy in OUT/ct2 (--no-ct2: skip the export)")
@@ -202,6 +205,7 @@ def _fingerprint(opts: FinetuneOptions, n_train: int, extra: Sequence[str]) -> d
     return {"base": opts.base, "extra_tokens": list(extra), "n_train": n_train, "seed": opts.seed,
             "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "freeze_encoder": opts.freeze_encoder,
             **({"freeze_decoder": True} if opts.freeze_decoder else {}),
+            **({"freeze_embeddings": True} if opts.freeze_embeddings else {}),
             **({"timestamps": opts.timestamps} if opts.timestamps else {})}
 
 
@@ -277,6 +281,8 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         raise DeidError("no training records")
     if not dev:
         raise DeidError("no dev records")
+    if opts.freeze_embeddings and extra_tokens:
+        raise DeidError("--freeze-embeddings leaves the added tokens untrained: drop one of them")
     t_start = time.perf_counter()
     if opts.drop_fillers:
         train, dev = [without_fillers(r) for r in train], [without_fillers(r) for r in dev]
@@ -304,6 +310,11 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     if opts.freeze_decoder:  # the output projection is tied to the decoder's token embedding: frozen too
         for p in model.model.decoder.parameters():
             p.requires_grad_(False)
+        model.proj_out.weight.requires_grad_(False)
+    if opts.freeze_embeddings:  # proj_out is tied to embed_tokens
+        for emb in (model.model.decoder.embed_tokens, model.model.decoder.embed_positions):
+            for p in emb.parameters():
+                p.requires_grad_(False)
         model.proj_out.weight.requires_grad_(False)
     if devc.type == "cuda":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
