@@ -36,10 +36,10 @@ with the shipped e2e model too, so that the tagging paths run). Then on the GPU 
                                                 # call 4 if needed, carry nothing: resumes
 
 The repository travels with every call and must fit beside a part: during the calls, take its
-six largest files out of the index and list them in ``.git/info/exclude`` (6.9 MB remain in session 29), and
+seven largest files out of the index and list them in ``.git/info/exclude`` (6.9 MB remain in session 29), and
 ``git add`` them back after::
 
-    src/deid_speech/models/{asr,asr-full,e2e}/delta.npz  src/deid_speech/models/e2e/tokenizer.json
+    src/deid_speech/models/{asr,asr-full,asr-base,e2e}/delta.npz  src/deid_speech/models/e2e/tokenizer.json
     src/deid_speech/models/ner/tok2vec/model  src/deid_speech/data/examples/call.wav
 
 A path carried in one call is gone from the repository there in the next call that does not
@@ -67,7 +67,7 @@ PY = "3.12"  # the GPU machine's Python
 PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64"]
 WHEELS_A = ["soundfile==0.14.0", "cffi==2.1.1", "pycparser==3.12", "jiwer==4.0.0", "rapidfuzz==3.14.6"]
 WHEELS_B = ["pocketsphinx==5.0.4"]
-PART_MIB = 56  # what one part may hold: a call carries 64 MiB, the repository without its six largest files ~7
+PART_MIB = 56  # what one part may hold: a call carries 64 MiB, the repository without its seven largest files ~7
 OPUS_LEVEL = 0.95  # libsndfile's Opus compression level: ~17 kb/s on speech at 16 kHz
 FW_FILES = ["utils.py", "vad.py", "feature_extractor.py", "assets/__init__.py", "assets/silero_vad_v6.onnx"]
 

@@ -27,7 +27,7 @@ def ner_copy(tmp_path, fresh, monkeypatch):
 
 
 def test_shipped_names_resolve_inside_the_package() -> None:
-    for name in ("ner", "asr", "asr-full", "e2e", "example", "example-truth", "seed", "benchmark"):
+    for name in ("ner", "asr", "asr-full", "asr-base", "e2e", "example", "example-truth", "seed", "benchmark"):
         p = models.path(name)
         assert p.exists() and models.PACKAGE in p.parents
     assert (models.path("seed") / "train.jsonl").is_file() and models.path("example").suffix == ".wav"
@@ -37,7 +37,7 @@ def test_every_hashed_model_has_a_table_that_matches_the_installed_files() -> No
     from deid_speech.models.hashes import SHA256
 
     assert set(SHA256) == set(models.HASHED)
-    for name in ("ner", "asr", "asr-full", "e2e"):
+    for name in ("ner", "asr", "asr-full", "asr-base", "e2e"):
         assert SHA256[name] == models.table(name)
 
 

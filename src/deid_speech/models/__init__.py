@@ -11,6 +11,8 @@ Shipped in this package (package data):
   rebuilds it once into the cache);
 * ``asr-full``: Whisper tiny.en with encoder *and* decoder fine-tuned on the same calls on a
   GPU (``--asr-model tiny.en-sg-full``), a delta of the same kind;
+* ``asr-base``: Whisper base (multilingual) with its decoder's layers fine-tuned on the same
+  calls on the CPU (``--asr-model base-sg``, ``--verifier base-sg``), a delta over the PyPI base;
 * ``e2e``: the end-to-end tagger, a quantised delta over Whisper tiny.en
   (:mod:`deid_speech.e2e.shipped` rebuilds it once into the cache);
 * ``example``, ``example-truth``, ``example-manifest``: the example call, its ground
@@ -48,6 +50,7 @@ SHIPPED = {
     "ner": HERE / "ner",
     "asr": HERE / "asr",
     "asr-full": HERE / "asr-full",
+    "asr-base": HERE / "asr-base",
     "e2e": HERE / "e2e",
     "example": PACKAGE / "data" / "examples" / "call.wav",
     "example-truth": PACKAGE / "data" / "examples" / "call.truth.json",
@@ -186,8 +189,8 @@ def table(name: str) -> dict[str, str]:
     return {f.relative_to(base).as_posix(): sha256(f) for f in _files(root)}
 
 
-HASHED = ("ner", "asr", "asr-full", "e2e", "whisper-tiny.en", "whisper-base-part1", "whisper-base-part2", "whisper-base",
-          "spacy-sm", "sphinx-en-us", "silero-vad")
+HASHED = ("ner", "asr", "asr-full", "asr-base", "e2e", "whisper-tiny.en", "whisper-base-part1", "whisper-base-part2",
+          "whisper-base", "spacy-sm", "sphinx-en-us", "silero-vad")
 
 
 def main() -> None:
