@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     from deid_speech.cli import parse_passes
     from deid_speech.eval.cli import asr_overrides
     from deid_speech.eval.run import evaluate, load_manifest, system_predictions
+    from deid_speech.pipeline import ByPass
     from deid_speech.systems import RECOGNISER, VERIFIER, VERIFY_PASSES
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -77,13 +78,14 @@ def main(argv: list[str] | None = None) -> dict:
     first_extra = asr_overrides(args.asr_option)
     second_extra = asr_overrides(args.verifier_option, "--verifier-option")
     first_opts = AsrOptions(model=args.asr_model, **first_extra)
-    second_opts = AsrOptions.second_opinion(model=args.verifier, **second_extra)
-    first, second = transcriber(first_opts, args.asr_cache), transcriber(second_opts, args.asr_cache)
+    first = transcriber(first_opts, args.asr_cache)
+    seconds = [transcriber(AsrOptions.second_opinion(model=m.strip(), **second_extra), args.asr_cache)
+               for m in args.verifier.split(",")]  # "A,B": they take turns by pass
     items = load_manifest(args.manifest)
     draws = []
     for d in range(args.draws):
         r = evaluate(items, system_predictions(["cascade", "cascade+verify"], items, asr=Dithered(first, d),
-                                               ner_model="default", verifier_asr=Dithered(second, d),
+                                               ner_model="default", verifier_asr=ByPass([Dithered(t, d) for t in seconds]),
                                                uncovered=args.uncovered, verify_passes=args.verify_passes))
         row = {s: {"leak": round(100 * v["audio_leak"]["leaked_duration"], 2),
                    "over_redaction": round(100 * v["audio_leak"]["over_redaction"], 2),
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "sd": round(statistics.stdev(xs), 3) if len(xs) > 1 else 0.0, "draws": xs}
     result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": DITHER,
               "verify_passes": args.verify_passes,
-              "asr_model": first_opts.model, "verifier": second_opts.model,
+              "asr_model": first_opts.model, "verifier": args.verifier,
               "asr_options": first_extra, "verifier_options": second_extra, "uncovered": args.uncovered,
               "command": "python bench/dither.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "summary": summary}

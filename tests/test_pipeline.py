@@ -277,6 +277,47 @@ def test_the_verifier_listens_again_to_dithered_audio_and_what_any_pass_finds_is
     assert np.array_equal(again.heard[1], ver.heard[1])
 
 
+def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacted():
+    """``--verifier A,B``: pass k is decoded by the (k mod 2)-th model, each hearing its pass's
+    own audio (pass 0 the audio itself, pass k > 0 its dither); the card that only B hears
+    is redacted, and the JSON names both."""
+    from deid_speech.pipeline import ByPass
+
+    class Model(SecondPassVerifier):
+        def __init__(self, name, hears_card):
+            super().__init__()
+            self.name, self.hears_card = name, hears_card
+
+        def recognize(self, audio, progress=None):
+            self.heard.append(audio.copy())
+            card = " the card is four five three two one one five two eight eight zero four six seven one two"
+            return Recognition(make_transcript(TEXT + (card if self.hears_card else ""), word_dur=0.2, gap=0.05,
+                                               t0=0.5))
+
+    audio = (0.1 * np.sin(np.arange(8 * 16000) / 7.0)).astype(np.float32)
+    a, b = Model("A", False), Model("B", True)
+    r = Redactor(RedactConfig(verify=True, verifier="A,B", verify_passes=3), asr=FakeAsr(),
+                 detectors=[PatternDetector()], verifier=ByPass([a, b]))
+    result = r.redact_tracks([(None, audio)], (8.0, 16000, 1))
+    assert len(a.heard) == 2 and len(b.heard) == 1  # passes 0 and 2 by A, pass 1 by B
+    assert np.array_equal(a.heard[0], audio) and not np.array_equal(b.heard[0], audio)
+    assert not np.array_equal(a.heard[1], b.heard[0])  # passes 1 and 2: dithers of their own
+    assert sorted(s.label for s in result.spans) == ["CREDIT_CARD", "PHONE"]
+    assert result.verification == {"by": "A,B", "passes": 3, "added": result.verification["added"]}
+    assert ByPass([a]) is a  # one model is itself
+    assert RedactConfig(verifier=" tiny.en-sg , base-sg ").verifiers == ("tiny.en-sg", "base-sg")
+
+
+def test_verifier_models_by_pass_are_checked():
+    with pytest.raises(DeidError, match="--verify-passes must be at least 3"):
+        RedactConfig(verifier="tiny.en-sg,base-sg,tiny.en", verify_passes=2)
+    with pytest.raises(DeidError, match="e2e decodes alone"):
+        RedactConfig(verifier="e2e,base-sg")
+    for bad in ("tiny.en-sg,", ",", " "):
+        with pytest.raises(DeidError, match="--verifier needs a model"):
+            RedactConfig(verifier=bad)
+
+
 def test_verify_passes_and_the_helper_process_are_checked():
     assert RedactConfig().verify_passes == 2
     for bad in (0, 5, -1, 1.5, "2"):

@@ -107,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "they find beyond the first redaction is redacted too; --no-verify: one decoding only")
     r.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
                    help="the decoder of --verify: a Whisper model (default %(default)s, fine-tuned on Singapore-"
-                        "English call audio; a name or folder as --asr-model) or e2e (the end-to-end model)")
+                        "English call audio; a name or folder as --asr-model), e2e (the end-to-end model), or "
+                        "Whisper models taking turns by pass, comma-separated (tiny.en-sg,base-sg: pass 1 by the "
+                        "first, pass 2 by the second)")
     r.add_argument("--verify-passes", type=parse_passes, default=VERIFY_PASSES, metavar="N",
                    help="how often the verifier decodes the audio (default %(default)s; 1-4): each pass after "
                         "the first hears it with another inaudible dither and misses other entities; "

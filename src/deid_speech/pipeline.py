@@ -42,7 +42,8 @@ class RedactConfig:
     # a second opinion: another decoder transcribes the audio too (cascade only). None: on
     # for the cascade unless its own recogniser is the verifier (docs/results.md §0i), off otherwise
     verify: bool | None = None
-    verifier: str = VERIFIER  # that decoder: a Whisper model (tiny.en-sg, a folder, ...) or the e2e model
+    verifier: str = VERIFIER  # that decoder: a Whisper model (tiny.en-sg, a folder, ...) or the e2e model;
+    # "A,B": Whisper models taking turns by pass (pass k decoded by the (k mod n)-th; docs/results.md §0af)
     verify_passes: int = VERIFY_PASSES  # how often the verifier decodes the audio (each pass dithered anew)
     # a Whisper verifier decodes in a helper process, beside the first decoder, each on half
     # the cores (asr/helper.py); None: when this process may use two cores or more
@@ -59,11 +60,17 @@ class RedactConfig:
             object.__setattr__(self, "verify", self.system == "cascade" and self.asr_model != self.verifier)
         if self.verify and self.system not in ("cascade", "cascade+verify"):
             raise DeidError("--verify checks the cascade's redaction with a second decoder: use it with --system cascade")
-        if not self.verifier.strip():
-            raise DeidError("--verifier needs a model: e2e, or a Whisper model name or folder")
+        if not all(self.verifiers):
+            raise DeidError("--verifier needs a model: e2e, or a Whisper model name or folder "
+                            "(or several, comma-separated, one per pass)")
+        if len(self.verifiers) > 1 and "e2e" in self.verifiers:
+            raise DeidError("--verifier e2e decodes alone; only Whisper models take turns by pass")
         if not (isinstance(self.verify_passes, int) and 1 <= self.verify_passes <= MAX_VERIFY_PASSES):
             raise DeidError(f"--verify-passes must be a whole number from 1 to {MAX_VERIFY_PASSES}, "
                             f"not {self.verify_passes!r}")
+        if len(self.verifiers) > self.verify_passes:
+            raise DeidError(f"--verifier names {len(self.verifiers)} models, one per pass: "
+                            f"--verify-passes must be at least {len(self.verifiers)}")
         if self.verify_passes != VERIFY_PASSES and not self.verifying:
             raise DeidError("--verify-passes sets how often --verify decodes, which is off here")
         if self.verify_in_helper and not self.verifying:
@@ -76,6 +83,12 @@ class RedactConfig:
         if bad or not self.labels:
             raise DeidError(f"unknown label(s) {', '.join(bad) or '(none given)'}; "
                             f"choose from {', '.join(LABELS)}")
+
+    @property
+    def verifiers(self) -> tuple[str, ...]:
+        """The verifier's models, one per pass in turn (``--verifier A,B``: pass k is decoded
+        by the (k mod n)-th)."""
+        return tuple(m.strip() for m in self.verifier.split(","))
 
     @property
     def verifying(self) -> bool:
@@ -208,10 +221,39 @@ def _verifier(config: RedactConfig, cores: tuple[int, int] | None) -> Recognizer
     from deid_speech.asr.whisper import AsrOptions, Transcriber
 
     if cores is None:
-        return Transcriber(AsrOptions.second_opinion(model=config.verifier))
+        return ByPass([Transcriber(AsrOptions.second_opinion(model=m)) for m in config.verifiers])
     from deid_speech.asr.helper import HelperTranscriber
 
-    return HelperTranscriber(AsrOptions.second_opinion(model=config.verifier, threads=cores[1]))
+    return HelperTranscriber(tuple(AsrOptions.second_opinion(model=m, threads=cores[1]) for m in config.verifiers))
+
+
+class ByPass:
+    """Recognisers that take turns by pass (``--verifier A,B``): pass k of :meth:`Redactor.listen`
+    is decoded by the (k mod n)-th. Two models miss different entities, where one model's
+    dithered second pass often misses the same ones again (docs/results.md §0af). One recogniser
+    is itself."""
+
+    def __new__(cls, recognizers):
+        recognizers = list(recognizers)
+        if len(recognizers) == 1:
+            return recognizers[0]
+        return super().__new__(cls)
+
+    def __init__(self, recognizers):
+        self.recognizers = [as_recognizer(r) for r in recognizers]
+        self.name = ",".join(getattr(r, "name", type(r).__name__) for r in self.recognizers)
+
+    def for_pass(self, k: int) -> Recognizer:
+        return self.recognizers[k % len(self.recognizers)]
+
+    def recognize(self, audio, progress=None) -> Recognition:
+        return self.recognizers[0].recognize(audio, progress)
+
+    def close(self) -> None:
+        for r in self.recognizers:
+            close = getattr(r, "close", None)
+            if close is not None:
+                close()
 
 
 class _Later:
@@ -301,7 +343,8 @@ class Redactor:
         passes = range(self.config.verify_passes)
         submit = getattr(self.verifier, "submit_passes", None)
         if submit is None:
-            return [_Later(self.verifier, mono, k) for k in passes]
+            turn = getattr(self.verifier, "for_pass", lambda k: self.verifier)
+            return [_Later(turn(k), mono, k) for k in passes]
         return submit(mono, tuple(passes))
 
     def verify(self, mono, spans: list[Span], heard: list | None = None) -> list[Span]:

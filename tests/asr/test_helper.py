@@ -41,6 +41,29 @@ def test_the_helper_decodes_bit_for_bit_as_this_process_does(clip):
 
 
 @pytest.mark.model
+def test_a_helper_with_two_models_decodes_each_pass_with_its_turn(clip):
+    """``--verifier tiny.en,tiny.en-sg`` in the helper: pass 0 by tiny.en, pass 1 (dithered) by
+    tiny.en-sg, pass 2 by tiny.en again, each as that model decodes in this process."""
+    from deid_speech.asr.helper import HelperTranscriber
+    from deid_speech.asr.whisper import AsrOptions, Transcriber
+    from deid_speech.audio import dither
+
+    part = clip[: 8 * 16000]
+    names = ("tiny.en", "tiny.en-sg")
+    helper = HelperTranscriber(tuple(AsrOptions.second_opinion(model=m, threads=1) for m in names))
+    try:
+        assert helper.name == "tiny.en,tiny.en-sg"
+        got = [p.result().transcript for p in helper.submit_passes(part, (0, 1, 2))]
+    finally:
+        helper.close()
+    here = [Transcriber(AsrOptions.second_opinion(model=m)) for m in names]
+    assert got[0] == here[0].transcribe(part)
+    assert got[1] == here[1].transcribe(dither(part, 1))
+    assert got[2] == here[0].transcribe(dither(part, 2))
+    assert got[0] != here[1].transcribe(part)  # the models differ on this clip: the turn matters
+
+
+@pytest.mark.model
 def test_the_redaction_is_the_same_with_the_verifier_beside_or_after_the_first_decoder(clip):
     from deid_speech.pipeline import RedactConfig, Redactor
 

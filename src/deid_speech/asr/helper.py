@@ -57,7 +57,9 @@ class Pending:
 
 class HelperTranscriber:
     """A :class:`~deid_speech.asr.whisper.Transcriber` for ``options``, loaded and run in one
-    helper process; decodings submitted from several threads queue there, in order."""
+    helper process; decodings submitted from several threads queue there, in order.
+    ``options`` may be a tuple (``--verifier A,B``): the helper loads each model, and pass k of
+    :meth:`submit_passes` is decoded by the (k mod n)-th."""
 
     def __init__(self, options):
         import os
@@ -69,7 +71,8 @@ class HelperTranscriber:
         from deid_speech.asr.models import resolve_model
 
         self.options = options
-        self.name = resolve_model(options.model).name  # a model that does not exist fails here, in one line
+        # a model that does not exist fails here, in one line
+        self.name = ",".join(resolve_model(o.model).name for o in (options if isinstance(options, tuple) else (options,)))
         package_root = str(Path(deid_speech.__file__).resolve().parents[1])
         env = {"MALLOC_ARENA_MAX": "2",  # glibc: one decoding thread needs no per-thread arenas (-40 MB, same speed)
                **os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
@@ -171,13 +174,14 @@ class HelperTranscriber:
 
 
 def main() -> None:
-    """The helper: read the options, load the model, then decode each array read from stdin,
-    once per seed, and write ``("ok", Recognition)`` or ``("error", one line)`` to stdout, in order. A
-    reader thread drains stdin, so the parent's writes never wait for a decoding, and a writer
-    thread (:class:`ResultWriter`) fills stdout, so a decoding never waits for the parent to read
-    the result before it. A decoding the parent abandoned (``("cancel", seqs)``: its file failed
-    first) and the passes after a failed pass of the same audio (the file fails at that pass) are
-    not decoded: ``("skipped", one line)``."""
+    """The helper: read the options, load the model (or models: pass k is decoded by the (k mod
+    n)-th), then decode each array read from stdin, once per seed, and write ``("ok",
+    Recognition)`` or ``("error", one line)`` to stdout, in order. A reader thread drains
+    stdin, so the parent's writes never wait for a decoding, and a writer thread
+    (:class:`ResultWriter`) fills stdout, so a decoding never waits for the parent to read the
+    result before it. A decoding the parent abandoned (``("cancel", seqs)``: its file failed
+    first) and the passes after a failed pass of the same audio (the file fails at that pass)
+    are not decoded: ``("skipped", one line)``."""
     import queue
     import signal
     import sys
@@ -204,10 +208,10 @@ def main() -> None:
     threading.Thread(target=read, daemon=True).start()
     from deid_speech.asr.whisper import Transcriber
 
-    try:
-        asr, error = Transcriber(options), None
+    try:  # one model, or several taking turns by pass
+        asrs, error = [Transcriber(o) for o in (options if isinstance(options, tuple) else (options,))], None
     except Exception as e:
-        asr, error = None, str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
+        asrs, error = [], str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
     seq = 0
     results = ResultWriter(out)
     try:
@@ -222,7 +226,7 @@ def main() -> None:
                     cancelled.discard(seq)
                     result = ("skipped", failed or "abandoned")
                 else:
-                    result = _decode(asr, error, audio, k, last=i == len(seeds) - 1)
+                    result = _decode(asrs[k % len(asrs)] if asrs else None, error, audio, k, last=i == len(seeds) - 1)
                     if result[0] == "error":
                         failed = result[1]
                 results.put(result)

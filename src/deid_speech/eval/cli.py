@@ -38,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="as --asr-option, for cascade+verify's second decoder (a Whisper verifier); repeatable")
     p.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
                    help="cascade+verify's second decoder, as `redact --verifier`: a Whisper model (default "
-                        "%(default)s; its transcripts go to --asr-cache too) or e2e")
+                        "%(default)s; its transcripts go to --asr-cache too), e2e, or Whisper models taking turns "
+                        "by pass, comma-separated")
     p.add_argument("--verify-passes", type=parse_passes, default=VERIFY_PASSES, metavar="N",
                    help="how often cascade+verify's second decoder decodes each file, as `redact "
                         "--verify-passes` (default %(default)s)")
@@ -163,8 +164,11 @@ def run(args: argparse.Namespace) -> int:
             asr = transcriber(opts, args.asr_cache)
         if verifying and args.verifier != "e2e":
             from deid_speech.asr.whisper import AsrOptions, transcriber
+            from deid_speech.pipeline import ByPass
 
-            second = transcriber(AsrOptions.second_opinion(model=args.verifier, **second_extra), args.asr_cache)
+            seconds = [transcriber(AsrOptions.second_opinion(model=m.strip(), **second_extra), args.asr_cache)
+                       for m in args.verifier.split(",")]
+            second = ByPass(seconds)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
                                    verifier=args.verifier, verifier_asr=second, uncovered=uncovered,
@@ -186,8 +190,8 @@ def run(args: argparse.Namespace) -> int:
         results["verifier"] = args.verifier
         results["verify_passes"] = args.verify_passes
     if args.asr_cache is not None and second is not None:
-        results["verifier_cache"] = {"hits": second.hits, "decoded": second.misses,
-                                     "decoding_s": round(second.decoding_s, 2)}
+        results["verifier_cache"] = {"hits": sum(t.hits for t in seconds), "decoded": sum(t.misses for t in seconds),
+                                     "decoding_s": round(sum(t.decoding_s for t in seconds), 2)}
     if args.verifier_option:
         results["verifier_options"] = second_extra
     if e2e is not None:
