@@ -44,9 +44,9 @@ def default_predictions(manifest: Path, cache: Path | None) -> list[tuple]:
     transcripts read from (or decoded into) ``cache``, the detectors run here."""
     from deid_speech.asr.whisper import AsrOptions, transcriber
     from deid_speech.eval.run import load_manifest, system_predictions
+    from deid_speech.pipeline import verifier_transcriber
     from deid_speech.systems import RECOGNISER, VERIFIER
 
     preds = system_predictions([SYSTEM], load_manifest(manifest), asr=transcriber(AsrOptions(model=RECOGNISER), cache),
-                               ner_model="default",
-                               verifier_asr=transcriber(AsrOptions.second_opinion(model=VERIFIER), cache))
+                               ner_model="default", verifier_asr=verifier_transcriber(VERIFIER, cache))
     return [(item, out[SYSTEM], duration) for item, duration, out in preds]  # detects here, lazily

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     from deid_speech.cli import parse_passes
     from deid_speech.eval.cli import asr_overrides
     from deid_speech.eval.run import evaluate, load_manifest, system_predictions
-    from deid_speech.pipeline import ByPass
+    from deid_speech.pipeline import ByPass, turns, verifier_transcriber
     from deid_speech.systems import RECOGNISER, VERIFIER, VERIFY_PASSES
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -79,8 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     second_extra = asr_overrides(args.verifier_option, "--verifier-option")
     first_opts = AsrOptions(model=args.asr_model, **first_extra)
     first = transcriber(first_opts, args.asr_cache)
-    seconds = [transcriber(AsrOptions.second_opinion(model=m.strip(), **second_extra), args.asr_cache)
-               for m in args.verifier.split(",")]  # "A,B": they take turns by pass
+    seconds = turns(verifier_transcriber(args.verifier, args.asr_cache, **second_extra))  # "A,B": turns by pass
     items = load_manifest(args.manifest)
     draws = []
     for d in range(args.draws):

@@ -227,6 +227,21 @@ def _verifier(config: RedactConfig, cores: tuple[int, int] | None) -> Recognizer
     return HelperTranscriber(tuple(AsrOptions.second_opinion(model=m, threads=cores[1]) for m in config.verifiers))
 
 
+def verifier_transcriber(verifier: str, cache=None, **options) -> Recognizer:
+    """The Whisper verifier ``verifier`` (one model, or ``A,B`` taking turns by pass, as
+    :class:`ByPass`) for ``eval`` and the benchmarks: each model's transcripts read from, or
+    decoded into, ``cache`` (:func:`deid_speech.asr.whisper.transcriber`)."""
+    from deid_speech.asr.whisper import AsrOptions, transcriber
+
+    return ByPass([transcriber(AsrOptions.second_opinion(model=m, **options), cache)
+                   for m in RedactConfig(verifier=verifier, verify=True, verify_passes=MAX_VERIFY_PASSES).verifiers])
+
+
+def turns(recognizer) -> list:
+    """The recognisers of a :class:`ByPass`, or ``[recognizer]``."""
+    return list(getattr(recognizer, "recognizers", [recognizer]))
+
+
 class ByPass:
     """Recognisers that take turns by pass (``--verifier A,B``): pass k of :meth:`Redactor.listen`
     is decoded by the (k mod n)-th. Two models miss different entities, where one model's

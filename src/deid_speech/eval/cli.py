@@ -163,12 +163,9 @@ def run(args: argparse.Namespace) -> int:
                     else AsrOptions(model=args.asr_model, **extra))
             asr = transcriber(opts, args.asr_cache)
         if verifying and args.verifier != "e2e":
-            from deid_speech.asr.whisper import AsrOptions, transcriber
-            from deid_speech.pipeline import ByPass
+            from deid_speech.pipeline import verifier_transcriber
 
-            seconds = [transcriber(AsrOptions.second_opinion(model=m.strip(), **second_extra), args.asr_cache)
-                       for m in args.verifier.split(",")]
-            second = ByPass(seconds)
+            second = verifier_transcriber(args.verifier, args.asr_cache, **second_extra)
         preds = system_predictions(systems, items, args.asr_model, asr=asr, options=options,
                                    ner_model=args.ner_model, e2e_model=args.model, e2e=e2e,
                                    verifier=args.verifier, verifier_asr=second, uncovered=uncovered,
@@ -190,8 +187,11 @@ def run(args: argparse.Namespace) -> int:
         results["verifier"] = args.verifier
         results["verify_passes"] = args.verify_passes
     if args.asr_cache is not None and second is not None:
-        results["verifier_cache"] = {"hits": sum(t.hits for t in seconds), "decoded": sum(t.misses for t in seconds),
-                                     "decoding_s": round(sum(t.decoding_s for t in seconds), 2)}
+        from deid_speech.pipeline import turns
+
+        results["verifier_cache"] = {"hits": sum(t.hits for t in turns(second)),
+                                     "decoded": sum(t.misses for t in turns(second)),
+                                     "decoding_s": round(sum(t.decoding_s for t in turns(second)), 2)}
     if args.verifier_option:
         results["verifier_options"] = second_extra
     if e2e is not None:
