@@ -36,9 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "out" / "benchmark" / "dev"
-# "cascade" is the default: the stock recogniser with tiny.en-sg's second opinion (--verify, on by
-# default), which decodes the audio twice (--verify-passes 2) in a helper process beside the first decoder
-SYSTEMS = ("cascade", "cascade --no-helper-process", "cascade --verify-passes 1",
+# "cascade" is the default: the stock recogniser with the second opinion (--verify, on by default), which
+# decodes the audio twice (--verify-passes 2: tiny.en-sg, then base-sg) in a helper process beside the first
+# decoder; "--verifier tiny.en-sg" is the default until session 33 (both passes by tiny.en-sg)
+SYSTEMS = ("cascade", "cascade --verifier tiny.en-sg", "cascade --no-helper-process", "cascade --verify-passes 1",
            "cascade --verify-passes 1 --no-helper-process", "cascade --no-verify",
            "cascade --fast-asr",
            "cascade --asr-model tiny.en-sg", "cascade --asr-model tiny.en-sg-full", "e2e+patterns")

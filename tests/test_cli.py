@@ -70,7 +70,7 @@ def test_redacting_the_example_covers_every_known_pii_span(tmp_path):
     # the cascade's recogniser and its second opinion are the documented defaults
     from deid_speech.systems import RECOGNISER, VERIFIER
 
-    assert (d["asr_model"], d["verified"]["by"]) == (RECOGNISER, VERIFIER) == ("tiny.en", "tiny.en-sg")
+    assert (d["asr_model"], d["verified"]["by"]) == (RECOGNISER, VERIFIER) == ("tiny.en", "tiny.en-sg,base-sg")
 
 
 @pytest.mark.model

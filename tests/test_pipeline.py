@@ -309,8 +309,13 @@ def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacte
 
 
 def test_verifier_models_by_pass_are_checked():
-    with pytest.raises(DeidError, match="--verify-passes must be at least 3"):
-        RedactConfig(verifier="tiny.en-sg,base-sg,tiny.en", verify_passes=2)
+    one = RedactConfig(verifier="tiny.en-sg,base-sg", verify_passes=1)  # fewer passes than models: the first alone
+    from deid_speech.pipeline import ByPass, _verifier
+
+    alone = _verifier(one, None)  # nothing is loaded before the first decoding
+    assert not isinstance(alone, ByPass) and alone.options.model == "tiny.en-sg"
+    both = _verifier(RedactConfig(verifier="tiny.en-sg,base-sg"), None)
+    assert [r.options.model for r in both.recognizers] == ["tiny.en-sg", "base-sg"]
     with pytest.raises(DeidError, match="e2e decodes alone"):
         RedactConfig(verifier="e2e,base-sg")
     for bad in ("tiny.en-sg,", ",", " "):
@@ -373,9 +378,10 @@ def test_the_verifier_goes_to_a_helper_process_only_with_two_cores_or_more(monke
 
 
 def test_the_cascade_verifies_by_default_unless_its_recogniser_is_the_verifier():
-    assert RedactConfig().verify is True and RedactConfig().verifier == "tiny.en-sg"
+    assert RedactConfig().verify is True and RedactConfig().verifier == "tiny.en-sg,base-sg"
     assert RedactConfig(verify=False).verify is False
-    assert RedactConfig(asr_model="tiny.en-sg").verify is False  # the same decoder twice says nothing new
+    assert RedactConfig(asr_model="tiny.en-sg", verifier="tiny.en-sg").verify is False  # the same decoder twice
+    assert RedactConfig(asr_model="tiny.en-sg").verify is True  # base-sg's turn still says something new
     assert RedactConfig(asr_model="tiny.en-sg", verifier="e2e").verify is True
     assert RedactConfig(system="e2e").verify is False and RedactConfig(system="e2e+patterns").verify is False
     with pytest.raises(DeidError, match="needs a model"):

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--asr-model", default=RECOGNISER,
                    help="the cascade's recogniser: tiny.en (default, the stock model), tiny.en-sg-full "
                         "(encoder and decoder fine-tuned here on Singapore-English calls: twice as fast on "
-                        "calls, slightly worse on real speech), tiny.en-sg (its decoder fine-tuned), base, "
+                        "calls, slightly worse on real speech), tiny.en-sg (its decoder fine-tuned), base, base-sg, "
                         "a CTranslate2 or HF folder, a delta folder, a .pt checkpoint, or a hub name")
     r.add_argument("--fast-asr", action="store_true",
                    help="decode Whisper's windows in batches, greedily and independently: about twice as fast, "
@@ -106,10 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "transcribes the audio too, the cascade's detectors read that transcript, and what "
                         "they find beyond the first redaction is redacted too; --no-verify: one decoding only")
     r.add_argument("--verifier", default=VERIFIER, metavar="MODEL",
-                   help="the decoder of --verify: a Whisper model (default %(default)s, fine-tuned on Singapore-"
-                        "English call audio; a name or folder as --asr-model), e2e (the end-to-end model), or "
-                        "Whisper models taking turns by pass, comma-separated (tiny.en-sg,base-sg: pass 1 by the "
-                        "first, pass 2 by the second)")
+                   help="the decoder of --verify: Whisper models taking turns by pass, comma-separated (default "
+                        "%(default)s: pass 1 by the first, pass 2 by the second; both fine-tuned on Singapore-English "
+                        "call audio), one Whisper model (a name or folder as --asr-model), or e2e (the end-to-end "
+                        "model)")
     r.add_argument("--verify-passes", type=parse_passes, default=VERIFY_PASSES, metavar="N",
                    help="how often the verifier decodes the audio (default %(default)s; 1-4): each pass after "
                         "the first hears it with another inaudible dither and misses other entities; "

@@ -43,7 +43,8 @@ class RedactConfig:
     # for the cascade unless its own recogniser is the verifier (docs/results.md §0i), off otherwise
     verify: bool | None = None
     verifier: str = VERIFIER  # that decoder: a Whisper model (tiny.en-sg, a folder, ...) or the e2e model;
-    # "A,B": Whisper models taking turns by pass (pass k decoded by the (k mod n)-th; docs/results.md §0af)
+    # "A,B": Whisper models taking turns by pass (pass k decoded by the (k mod n)-th; with fewer passes
+    # than models the last go unused: --verify-passes 1 is the first model alone; docs/results.md §0af)
     verify_passes: int = VERIFY_PASSES  # how often the verifier decodes the audio (each pass dithered anew)
     # a Whisper verifier decodes in a helper process, beside the first decoder, each on half
     # the cores (asr/helper.py); None: when this process may use two cores or more
@@ -56,8 +57,9 @@ class RedactConfig:
         systems.get(self.system)  # a one-line DeidError for an unknown system
         if self.uncovered not in UNCOVERED_ACTIONS:
             raise DeidError(f"--uncovered must be one of {', '.join(UNCOVERED_ACTIONS)}")
+        same = self.system == "cascade" and set(self.verifiers) == {self.asr_model}  # nothing new to say
         if self.verify is None:
-            object.__setattr__(self, "verify", self.system == "cascade" and self.asr_model != self.verifier)
+            object.__setattr__(self, "verify", self.system == "cascade" and not same)
         if self.verify and self.system not in ("cascade", "cascade+verify"):
             raise DeidError("--verify checks the cascade's redaction with a second decoder: use it with --system cascade")
         if not all(self.verifiers):
@@ -68,16 +70,13 @@ class RedactConfig:
         if not (isinstance(self.verify_passes, int) and 1 <= self.verify_passes <= MAX_VERIFY_PASSES):
             raise DeidError(f"--verify-passes must be a whole number from 1 to {MAX_VERIFY_PASSES}, "
                             f"not {self.verify_passes!r}")
-        if len(self.verifiers) > self.verify_passes:
-            raise DeidError(f"--verifier names {len(self.verifiers)} models, one per pass: "
-                            f"--verify-passes must be at least {len(self.verifiers)}")
         if self.verify_passes != VERIFY_PASSES and not self.verifying:
             raise DeidError("--verify-passes sets how often --verify decodes, which is off here")
         if self.verify_in_helper and not self.verifying:
             raise DeidError("--helper-process runs the verifier of --verify, which is off here")
         if self.verify_in_helper and self.verifier == "e2e":
             raise DeidError("--helper-process runs a Whisper verifier; the e2e verifier decodes in this process")
-        if self.verifier != VERIFIER and not self.verifying:
+        if self.verifier != VERIFIER and not self.verifying and not same:
             raise DeidError("--verifier chooses the decoder of --verify, which is off here")
         bad = [x for x in self.labels if x not in LABELS]
         if bad or not self.labels:
@@ -87,7 +86,7 @@ class RedactConfig:
     @property
     def verifiers(self) -> tuple[str, ...]:
         """The verifier's models, one per pass in turn (``--verifier A,B``: pass k is decoded
-        by the (k mod n)-th)."""
+        by the (k mod n)-th; ``--verify-passes 1``: the first alone)."""
         return tuple(m.strip() for m in self.verifier.split(","))
 
     @property
@@ -221,10 +220,12 @@ def _verifier(config: RedactConfig, cores: tuple[int, int] | None) -> Recognizer
     from deid_speech.asr.whisper import AsrOptions, Transcriber
 
     if cores is None:
-        return ByPass([Transcriber(AsrOptions.second_opinion(model=m)) for m in config.verifiers])
+        return ByPass([Transcriber(AsrOptions.second_opinion(model=m))
+                       for m in config.verifiers[:config.verify_passes]])
     from deid_speech.asr.helper import HelperTranscriber
 
-    return HelperTranscriber(tuple(AsrOptions.second_opinion(model=m, threads=cores[1]) for m in config.verifiers))
+    return HelperTranscriber(tuple(AsrOptions.second_opinion(model=m, threads=cores[1])
+                                   for m in config.verifiers[:config.verify_passes]))  # a model no pass uses: not loaded
 
 
 def verifier_transcriber(verifier: str, cache=None, **options) -> Recognizer:
@@ -363,8 +364,9 @@ class Redactor:
         return submit(mono, tuple(passes))
 
     def verify(self, mono, spans: list[Span], heard: list | None = None) -> list[Span]:
-        """A second opinion: let the verifier (another decoder: by default tiny.en-sg, the
-        fine-tune that hears Singlish PII the stock model misses; or the e2e model)
+        """A second opinion: let the verifier (another decoder: by default tiny.en-sg and
+        base-sg taking turns by pass, fine-tunes that hear Singlish PII the stock model misses;
+        or the e2e model)
         transcribe the same audio, run this redactor's detectors over its transcript, and
         return the spans that reach beyond the redaction so far (with its padding). The
         verifier hears the whole audio, not only what the first redaction leaves audible: with
