@@ -70,9 +70,8 @@ class HelperTranscriber:
         import deid_speech
         from deid_speech.asr.models import resolve_model
 
-        self.options = options
-        # a model that does not exist fails here, in one line
-        self.name = ",".join(resolve_model(o.model).name for o in (options if isinstance(options, tuple) else (options,)))
+        self.options = options if isinstance(options, tuple) else (options,)  # the helper reads a tuple
+        self.name = ",".join(resolve_model(o.model).name for o in self.options)  # a missing model fails here, in one line
         package_root = str(Path(deid_speech.__file__).resolve().parents[1])
         env = {"MALLOC_ARENA_MAX": "2",  # glibc: one decoding thread needs no per-thread arenas (-40 MB, same speed)
                **os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
@@ -85,7 +84,7 @@ class HelperTranscriber:
         self._abandoned: set[int] = set()  # handles dropped unasked: their results are discarded
         self._cancel: set[int] = set()  # abandoned decodings the helper has not been told to skip yet
         self.skipped = 0  # decodings the helper skipped (abandoned, or a pass after a failed one)
-        self._send(options)
+        self._send(self.options)
 
     def _send(self, obj) -> None:
         try:
@@ -209,7 +208,7 @@ def main() -> None:
     from deid_speech.asr.whisper import Transcriber
 
     try:  # one model, or several taking turns by pass
-        asrs, error = [Transcriber(o) for o in (options if isinstance(options, tuple) else (options,))], None
+        asrs, error = [Transcriber(o) for o in options], None
     except Exception as e:
         asrs, error = [], str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
     seq = 0
