@@ -139,6 +139,44 @@ def test_a_sampled_decoding_does_not_depend_on_what_the_process_decoded_before()
     assert t.transcribe(clip).to_dict() == first
 
 
+@pytest.mark.model
+def test_a_released_model_holds_no_weights_and_decodes_the_same_after():
+    """``release`` (a verifier whose models take turns holds one at a time) drops the
+    CTranslate2 weights; the next decoding builds them again and writes the same words."""
+    import soundfile as sf
+
+    from deid_speech.asr.whisper import Transcriber
+
+    x, sr = sf.read(EXAMPLE, dtype="float32")
+    clip = x[: 12 * sr]
+    t = Transcriber(AsrOptions.second_opinion(model="tiny.en-sg"))
+    first = t.transcribe(clip).to_dict()
+    t.release()
+    assert t._model.model._model is None
+    assert t.transcribe(clip).to_dict() == first
+    assert t._model.model._model is not None
+
+
+class _Turn:
+    def __init__(self):
+        self.released = 0
+
+    def release(self):
+        self.released += 1
+
+
+def test_take_turn_gives_pass_k_to_the_k_mod_n_th_and_lets_the_others_go():
+    from deid_speech.asr.whisper import take_turn
+
+    a, b = _Turn(), _Turn()
+    assert take_turn([a, b], 0, 120.0) is a and (a.released, b.released) == (0, 1)
+    assert take_turn([a, b], 3, 120.0) is b and (a.released, b.released) == (1, 1)
+    assert take_turn([a], 1, 120.0) is a and a.released == 1  # one model: never let go
+    plain = object()  # a recogniser that cannot let go (a cached one) is left as it is
+    assert take_turn([plain, a], 1, 120.0) is a
+    assert take_turn([a, b], 0, 10.0) is a and (a.released, b.released) == (1, 1)  # short audio: both kept
+
+
 def test_cached_transcriber_decodes_each_audio_once_across_runs(tmp_path, monkeypatch):
     import deid_speech.asr.whisper as whisper
 

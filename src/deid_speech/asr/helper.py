@@ -205,7 +205,8 @@ def main() -> None:
                 requests.put(request)
 
     threading.Thread(target=read, daemon=True).start()
-    from deid_speech.asr.whisper import Transcriber
+    from deid_speech.asr.whisper import Transcriber, take_turn
+    from deid_speech.audio import MODEL_RATE
 
     try:  # one model, or several taking turns by pass
         asrs, error = [Transcriber(o) for o in options], None
@@ -225,7 +226,8 @@ def main() -> None:
                     cancelled.discard(seq)
                     result = ("skipped", failed or "abandoned")
                 else:
-                    result = _decode(asrs[k % len(asrs)] if asrs else None, error, audio, k, last=i == len(seeds) - 1)
+                    asr = take_turn(asrs, k, len(audio) / MODEL_RATE) if asrs else None  # one model held on long audio
+                    result = _decode(asr, error, audio, k, last=i == len(seeds) - 1)
                     if result[0] == "error":
                         failed = result[1]
                 results.put(result)

@@ -216,6 +216,8 @@ class _SamplerWatch:
         self.sampled = False
 
     def __getattr__(self, name):
+        if self._model is None:  # released: built again when first needed
+            self.fresh()
         return getattr(self._model, name)
 
     def generate(self, *args, **kwargs):
@@ -224,10 +226,14 @@ class _SamplerWatch:
         return self._model.generate(*args, **kwargs)
 
     def fresh(self) -> None:
-        """Rebuild the model if it has sampled since it was built."""
+        """Rebuild the model if it has sampled since it was built (or was released)."""
         if self.sampled:
             self._model, self.sampled = None, False
             self._model = self._build()
+
+    def release(self) -> None:
+        """Let go of the weights; :meth:`fresh` builds them again, as after a sampling."""
+        self._model, self.sampled = None, True
 
 
 def audio_seed(audio: np.ndarray) -> int:
@@ -510,6 +516,16 @@ class Transcriber:
                 words.extend((w.word, w.start - off, w.end - off, w.probability) for w in (s.words or []))
         return out
 
+    def release(self) -> None:
+        """Let go of the model's weights until the next decoding, which builds them again
+        (about 0.1 s, as after every decoding that sampled; the transcript is the same). A
+        verifier whose models take turns by pass holds one at a time (:func:`take_turn`)."""
+        watch = getattr(self._model, "model", None)
+        if isinstance(watch, _SamplerWatch):
+            with self._lock:
+                watch.release()
+                heap.give_back()
+
     def _multilingual(self) -> bool:
         m = self._model
         return bool(getattr(m, "model", None) is not None and m.model.is_multilingual)
@@ -728,3 +744,21 @@ def transcriber(options: AsrOptions, cache: Path | str | None = None) -> Transcr
     """A Whisper transcriber with ``options``, its transcripts kept in ``cache`` when one is given
     (eval's ``--asr-cache``, and the tuning scripts' under bench/)."""
     return CachedTranscriber(options, cache) if cache is not None else Transcriber(options)
+
+
+TURN_RELEASE_S = 60.0  # audio at least this long: models taking turns are held one at a time
+
+
+def take_turn(transcribers: list, k: int, audio_s: float = TURN_RELEASE_S):
+    """Pass ``k``'s decoder of several that take turns by pass (``--verifier A,B``): the
+    (k mod n)-th. For audio of ``TURN_RELEASE_S`` or more, the others' weights are let go
+    first (:meth:`Transcriber.release`), so that one model is held at a time beside the
+    audio: on the 21-minute stereo call the helper's peak fell from 865 to 655 MB (docs/results.md
+    §0ag). The rebuild costs 0.15-0.3 s a pass, a tenth of a 10 s utterance's verification, so
+    shorter audio keeps both."""
+    turn = transcribers[k % len(transcribers)]
+    if audio_s >= TURN_RELEASE_S:
+        for t in transcribers:
+            if t is not turn and callable(getattr(t, "release", None)):
+                t.release()
+    return turn
