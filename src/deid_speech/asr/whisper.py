@@ -105,9 +105,11 @@ class AsrOptions:
     def second_opinion(cls, **kw) -> AsrOptions:
         """The verifier's decoding (``--verify``): faster-whisper's own seeking over the speech
         (``seek``; half the time of the windows on the 110 s call, the same dev leak over four
-        draws, docs/results.md §0k) and five samples per fallback temperature (with one, the
-        dev leak rose from 3.1 to 3.5 %, §0j)."""
-        return cls(**{"best_of": 5, "seek": True, "max_temperature": 1.0, **kw})
+        draws, docs/results.md §0k) and two samples per fallback temperature (with one, the
+        dev leak rose from 3.1 to 3.5 %, §0j; five, faster-whisper's default, leaked the same as
+        two with the two-model verifier over the dev and test parts' draws, and held 115 MB
+        more of base-sg's decoding, §0ag)."""
+        return cls(**{"best_of": 2, "seek": True, "max_temperature": 1.0, **kw})
 
 
 RawWord = tuple[str, float, float, float]  # text, start, end, probability
