@@ -59,7 +59,8 @@ class HelperTranscriber:
     """A :class:`~deid_speech.asr.whisper.Transcriber` for ``options``, loaded and run in one
     helper process; decodings submitted from several threads queue there, in order.
     ``options`` may be a tuple (``--verifier A,B``): the helper loads each model, and pass k of
-    :meth:`submit_passes` is decoded by the (k mod n)-th."""
+    :meth:`submit_passes` is decoded by the (k mod n)-th, the others' weights let go first on
+    audio of a minute or more (:func:`~deid_speech.asr.whisper.take_turn`)."""
 
     def __init__(self, options):
         import os
