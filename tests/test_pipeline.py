@@ -308,6 +308,41 @@ def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacte
     assert RedactConfig(verifier=" tiny.en-sg , base-sg ").verifiers == ("tiny.en-sg", "base-sg")
 
 
+def test_in_process_verifier_models_are_held_one_at_a_time_on_a_long_call():
+    """Without the helper, a call of a minute or more has the verifier's weights let go while the
+    first decoder works, and each pass's model chosen when that pass decodes, the other model's
+    weights let go first (``take_turn``); shorter audio keeps both."""
+    from deid_speech.pipeline import ByPass
+
+    events = []
+
+    class Model(SecondPassVerifier):
+        def __init__(self, name):
+            super().__init__()
+            self.name = name
+
+        def release(self):
+            events.append(f"release {self.name}")
+
+        def recognize(self, audio, progress=None):
+            events.append(f"decode {self.name}")
+            return super().recognize(audio, progress)
+
+    class First(FakeAsr):
+        def transcribe(self, audio, progress=None):
+            events.append("first")
+            return super().transcribe(audio, progress)
+
+    for seconds, expected in ((61, ["release A", "release B", "first", "release B", "decode A", "release A", "decode B"]),
+                              (8, ["first", "decode A", "decode B"])):
+        events.clear()
+        audio = (0.1 * np.sin(np.arange(seconds * 16000) / 7.0)).astype(np.float32)
+        r = Redactor(RedactConfig(verify=True, verifier="A,B", verify_passes=2, verify_in_helper=False), asr=First(),
+                     detectors=[PatternDetector()], verifier=ByPass([Model("A"), Model("B")]))
+        r.redact_tracks([(None, audio)], (float(seconds), 16000, 1))
+        assert events == expected
+
+
 def test_verifier_models_by_pass_are_checked():
     one = RedactConfig(verifier="tiny.en-sg,base-sg", verify_passes=1)  # fewer passes than models: the first alone
     from deid_speech.pipeline import ByPass, _verifier

@@ -259,8 +259,12 @@ class ByPass:
         self.recognizers = [as_recognizer(r) for r in recognizers]
         self.name = ",".join(getattr(r, "name", type(r).__name__) for r in self.recognizers)
 
-    def for_pass(self, k: int) -> Recognizer:
-        return self.recognizers[k % len(self.recognizers)]
+    def for_pass(self, k: int, audio_s: float = 0.0) -> Recognizer:
+        """Pass k's recogniser; for ``audio_s`` of a minute or more the others' weights are let
+        go first, as the helper does (:func:`deid_speech.asr.whisper.take_turn`)."""
+        from deid_speech.asr.whisper import take_turn
+
+        return take_turn(self.recognizers, k, audio_s)
 
     def recognize(self, audio, progress=None) -> Recognition:
         return self.recognizers[0].recognize(audio, progress)
@@ -273,16 +277,19 @@ class ByPass:
 
 
 class _Later:
-    """A decoding by an in-process recogniser of ``mono`` with the dither of seed ``k`` (none
-    for 0), run when its result is asked for: no dithered copy waits in memory."""
+    """A decoding by an in-process verifier of ``mono`` with the dither of seed ``k`` (none
+    for 0), run when its result is asked for: no dithered copy waits in memory, and models
+    taking turns (:class:`ByPass`) pick pass k's model only then."""
 
-    def __init__(self, recognizer: Recognizer, mono, k: int):
-        self.recognizer, self.mono, self.k = recognizer, mono, k
+    def __init__(self, verifier, mono, k: int):
+        self.verifier, self.mono, self.k = verifier, mono, k
 
     def result(self) -> Recognition:
-        from deid_speech.audio import verifier_pass
+        from deid_speech.audio import MODEL_RATE, verifier_pass
 
-        return self.recognizer.recognize(verifier_pass(self.mono, self.k))
+        turn = getattr(self.verifier, "for_pass", None)
+        recognizer = turn(self.k, len(self.mono) / MODEL_RATE) if turn is not None else self.verifier
+        return recognizer.recognize(verifier_pass(self.mono, self.k))
 
 
 class Redactor:
@@ -359,8 +366,14 @@ class Redactor:
         passes = range(self.config.verify_passes)
         submit = getattr(self.verifier, "submit_passes", None)
         if submit is None:
-            turn = getattr(self.verifier, "for_pass", lambda k: self.verifier)
-            return [_Later(turn(k), mono, k) for k in passes]
+            from deid_speech.asr.whisper import TURN_RELEASE_S
+            from deid_speech.audio import MODEL_RATE
+
+            if len(mono) / MODEL_RATE >= TURN_RELEASE_S:  # the first decoder goes first: the verifier's
+                for r in turns(self.verifier):  # weights are let go until its passes (rebuilt then, ~0.1 s)
+                    if callable(getattr(r, "release", None)):
+                        r.release()
+            return [_Later(self.verifier, mono, k) for k in passes]
         return submit(mono, tuple(passes))
 
     def verify(self, mono, spans: list[Span], heard: list | None = None) -> list[Span]:
