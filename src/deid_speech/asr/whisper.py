@@ -756,8 +756,8 @@ def take_turn(transcribers: list, k: int, audio_s: float = TURN_RELEASE_S):
     (k mod n)-th. For audio of ``TURN_RELEASE_S`` or more, the others' weights are let go
     first (:meth:`Transcriber.release`), so that one model is held at a time beside the
     audio: on the 21-minute stereo call the helper's peak fell from 865 to 655 MB (docs/results.md
-    §0ag). The rebuild costs 0.15-0.3 s a pass, a tenth of a 10 s utterance's verification, so
-    shorter audio keeps both."""
+    §0ag). The rebuild costs 0.1-0.4 s a pass (a 10 s utterance's verification took 15-30 % longer),
+    so shorter audio keeps both."""
     turn = transcribers[k % len(transcribers)]
     if audio_s >= TURN_RELEASE_S:
         for t in transcribers:
