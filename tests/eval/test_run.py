@@ -271,17 +271,19 @@ def test_asr_options_reach_the_decoder_and_the_results(manifest: Path, tmp_path:
 @pytest.mark.model
 def test_verifier_options_reach_the_second_decoder_only(manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     """`eval --verifier-option KEY=VALUE` decodes cascade+verify's second opinion with those
-    fields (on top of its own best_of 5), the first pass with --asr-option's; it is refused,
+    fields (on top of its own best_of), the first pass with --asr-option's; it is refused,
     in one line, where no Whisper verifier runs."""
+    from deid_speech.asr.whisper import AsrOptions
+    from deid_speech.systems import RECOGNISER, VERIFIER
+
+    own = AsrOptions.second_opinion().best_of
     given = _record_asr_options(monkeypatch)
     out = tmp_path / "o"
     assert main(["eval", "--manifest", str(manifest), "--system", "cascade,cascade+verify", "--ner-model", "none",
-                 "--asr-option", "best_of=2", "--verifier-option", "seek=true", "--out-dir", str(out),
+                 "--asr-option", f"best_of={own + 1}", "--verifier-option", "seek=true", "--out-dir", str(out),
                  "--progress", "off"]) == 0
-    from deid_speech.systems import RECOGNISER, VERIFIER
-
     assert sorted((o.model, o.best_of, o.seek) for o in given) == sorted(
-        [(RECOGNISER, 2, False)] + [(m, 5, True) for m in VERIFIER.split(",")])  # each model of the verifier
+        [(RECOGNISER, own + 1, False)] + [(m, own, True) for m in VERIFIER.split(",")])  # each model of the verifier
     assert json.loads((out / "results.json").read_text())["verifier_options"] == {"seek": True}
     capsys.readouterr()
     for argv, why in ((["--system", "cascade", "--verifier-option", "seek=true"], "use it with --system cascade+verify"),
