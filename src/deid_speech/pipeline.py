@@ -259,7 +259,7 @@ class ByPass:
         self.recognizers = [as_recognizer(r) for r in recognizers]
         self.name = ",".join(getattr(r, "name", type(r).__name__) for r in self.recognizers)
 
-    def for_pass(self, k: int, audio_s: float = 0.0) -> Recognizer:
+    def for_pass(self, k: int, audio_s: float) -> Recognizer:
         """Pass k's recogniser; for ``audio_s`` of a minute or more the others' weights are let
         go first, as the helper does (:func:`deid_speech.asr.whisper.take_turn`)."""
         from deid_speech.asr.whisper import take_turn
@@ -366,13 +366,11 @@ class Redactor:
         passes = range(self.config.verify_passes)
         submit = getattr(self.verifier, "submit_passes", None)
         if submit is None:
-            from deid_speech.asr.whisper import TURN_RELEASE_S
+            from deid_speech.asr.whisper import let_go
             from deid_speech.audio import MODEL_RATE
 
-            if len(mono) / MODEL_RATE >= TURN_RELEASE_S:  # the first decoder goes first: the verifier's
-                for r in turns(self.verifier):  # weights are let go until its passes (rebuilt then, ~0.1 s)
-                    if callable(getattr(r, "release", None)):
-                        r.release()
+            # the first decoder goes first: the verifier's weights wait until its passes
+            let_go(turns(self.verifier), len(mono) / MODEL_RATE)
             return [_Later(self.verifier, mono, k) for k in passes]
         return submit(mono, tuple(passes))
 

@@ -751,16 +751,22 @@ def transcriber(options: AsrOptions, cache: Path | str | None = None) -> Transcr
 TURN_RELEASE_S = 60.0  # audio at least this long: models taking turns are held one at a time
 
 
-def take_turn(transcribers: list, k: int, audio_s: float = TURN_RELEASE_S):
-    """Pass ``k``'s decoder of several that take turns by pass (``--verifier A,B``): the
-    (k mod n)-th. For audio of ``TURN_RELEASE_S`` or more, the others' weights are let go
-    first (:meth:`Transcriber.release`), so that one model is held at a time beside the
-    audio: on the 21-minute stereo call the helper's peak fell from 865 to 655 MB (docs/results.md
-    §0ag). The rebuild costs 0.1-0.4 s a pass (a 10 s utterance's verification took 15-30 % longer),
-    so shorter audio keeps both."""
-    turn = transcribers[k % len(transcribers)]
+def let_go(transcribers: list, audio_s: float, keep=None) -> None:
+    """For audio of ``TURN_RELEASE_S`` or more, the weights of ``transcribers`` other than
+    ``keep`` are let go (:meth:`Transcriber.release`; one that cannot, a cached one, is left
+    as it is). The rebuild costs 0.1-0.4 s a model (a 10 s utterance's verification took
+    15-30 % longer), so shorter audio keeps them."""
     if audio_s >= TURN_RELEASE_S:
         for t in transcribers:
-            if t is not turn and callable(getattr(t, "release", None)):
+            if t is not keep and callable(getattr(t, "release", None)):
                 t.release()
+
+
+def take_turn(transcribers: list, k: int, audio_s: float):
+    """Pass ``k``'s decoder of several that take turns by pass (``--verifier A,B``): the
+    (k mod n)-th, the others' weights let go first on long audio (:func:`let_go`), so that
+    one model is held at a time beside the audio: on the 21-minute stereo call the helper's
+    peak fell from 865 to 655 MB (docs/results.md §0ag)."""
+    turn = transcribers[k % len(transcribers)]
+    let_go(transcribers, audio_s, keep=turn)
     return turn
