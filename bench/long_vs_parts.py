@@ -48,14 +48,13 @@ class Heard:
 
 def main(argv: list[str] | None = None) -> dict:
     import speed
-    from dither import Dithered
-
     from deid_speech.asr.whisper import AsrOptions, speech_regions, transcriber
     from deid_speech.audio import for_recognition, load
     from deid_speech.eval.run import Prediction, SystemScore, load_manifest
     from deid_speech.pipeline import ByPass, RedactConfig, Redactor, turns, unchecked_speech, verifier_transcriber
     from deid_speech.redact import redact_text
     from deid_speech.systems import RECOGNISER, VERIFIER
+    from dither import Dithered
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--draws", type=int, default=8)
