@@ -49,7 +49,7 @@ class Heard:
 def main(argv: list[str] | None = None) -> dict:
     import speed
     from deid_speech.asr.whisper import AsrOptions, speech_regions, transcriber
-    from deid_speech.audio import for_recognition, load
+    from deid_speech.audio import MODEL_RATE, for_recognition, load
     from deid_speech.eval.run import Prediction, SystemScore, load_manifest
     from deid_speech.pipeline import ByPass, RedactConfig, Redactor, turns, unchecked_speech, verifier_transcriber
     from deid_speech.redact import redact_text
@@ -68,30 +68,34 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(f"no {long_manifest}: run `bench/speed.py` once first")
     parts = {i.id: i for i in load_manifest(speed.BENCH / "calls" / "manifest.jsonl") if i.id in speed.SPEED_CALLS}
     joined = load_manifest(long_manifest)[0]
-    order = list(speed.SPEED_CALLS) + list(speed.SPEED_CALLS[:2])  # as speed.make_audio joins them
+    order = speed.ten_minute_order(list(parts))  # in manifest order, as speed.make_audio joins them
+    config = RedactConfig(asr_model=RECOGNISER, ner_model="default", verify=True, verifier=VERIFIER)
+    # each cache read, and the detectors built, once; a draw only changes the dither they hear
+    decoders = {cache: (transcriber(AsrOptions(model=RECOGNISER), cache), turns(verifier_transcriber(VERIFIER, cache)))
+                for cache in (args.long_cache, args.parts_cache)}
+    detectors = None
 
     def redactor(cache: Path, d: int) -> Redactor:
-        first = transcriber(AsrOptions(model=RECOGNISER), cache)
-        second = turns(verifier_transcriber(VERIFIER, cache))
-        return Redactor(RedactConfig(asr_model=RECOGNISER, ner_model="default", verify=True, verifier=VERIFIER),
-                        asr=Dithered(first, d), verifier=ByPass([Dithered(t, d) for t in second]))
+        nonlocal detectors
+        first, second = decoders[cache]
+        r = Redactor(config, asr=Dithered(first, d), verifier=ByPass([Dithered(t, d) for t in second]),
+                     detectors=detectors)
+        detectors = r.detectors
+        return r
 
     def decoded(r: Redactor, mono):
         return r.asr.recognize(mono).transcript, [p.result().transcript for p in r.listen(mono)]
 
     mono = for_recognition(load(joined.audio).mono16k())
     regions = speech_regions(mono)
-    parts_audio = {k: for_recognition(load(parts[k].audio).mono16k()) for k in speed.SPEED_CALLS}
+    parts_audio = {k: for_recognition(load(parts[k].audio).mono16k()) for k in parts}
+    offsets = speed.join_offsets(order, {k: len(a) / MODEL_RATE for k, a in parts_audio.items()})
     draws = []
     for d in range(args.draws):
         rj = redactor(args.long_cache, d)
         first_j, verifier_j = decoded(rj, mono)
         rs = redactor(args.parts_cache, d)
         alone = {k: decoded(rs, a) for k, a in parts_audio.items()}
-        offsets, t0 = [], 0.0
-        for k in order:
-            offsets.append(t0)
-            t0 += len(parts_audio[k]) / 16000 + speed.GAP_S
         first_s = joined_transcript([(alone[k][0], off) for k, off in zip(order, offsets)])
         verifier_s = [joined_transcript([(alone[k][1][p], off) for k, off in zip(order, offsets)])
                       for p in range(len(verifier_j))]
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
             spans = sorted(spans + rj.verify(mono, spans, [Heard(t) for t in passes]))
             score = SystemScore()
             score.add(joined, Prediction(spans, first, redact_text(first, spans), rj.config.redact,
-                                         unchecked_speech(mono, first.words, regions)), len(mono) / 16000)
+                                         unchecked_speech(mono, first.words, regions)), len(mono) / MODEL_RATE)
             row[way] = {"leak": round(100 * score.leak.leaked_duration, 2),
                         "over_redaction": round(100 * score.leak.as_dict()["over_redaction"], 2)}
         draws.append(row)

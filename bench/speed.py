@@ -65,22 +65,37 @@ def speed_sources(utterances: list[dict], calls: list[dict]) -> tuple[dict, list
     return min(first, key=lambda d: abs(d["duration"] - 10.0)), chosen
 
 
+def ten_minute_order(ids: list[str]) -> list[str]:
+    """The calls of the ten-minute call, in order: the four speed calls, then the first two again."""
+    return list(ids) + list(ids[:2])
+
+
+def join_offsets(order: list[str], seconds: dict[str, float]) -> list[float]:
+    """Where each call of ``order`` starts in the joined call (``seconds``: each call's audio
+    length), :data:`GAP_S` of silence after each; and, last, the joined call's length."""
+    t0, out = 0.0, [0.0]
+    for k in order:
+        t0 += seconds[k] + GAP_S
+        out.append(t0)
+    return out
+
+
 def long_call_manifest(calls: list[dict], order: list[str], audio: Path, seconds: dict[str, float]) -> dict:
     """The manifest record of ``calls`` (dev manifest records, by id) joined in ``order`` with
     :data:`GAP_S` of silence after each, as :func:`make_audio` joins their audio: text joined by
     spaces, entity and word times and characters shifted, so that ``deid-speech eval`` scores
     the long call (``seconds``: each call's audio length)."""
     by_id = {d["id"]: d for d in calls}
-    t0, c0, texts, ents, words = 0.0, 0, [], [], []
-    for k in order:
+    starts = join_offsets(order, seconds)
+    c0, texts, ents, words = 0, [], [], []
+    for k, t0 in zip(order, starts):
         d = by_id[k]
         shift = {"start": t0, "end": t0, "char_start": c0, "char_end": c0}
         ents += [{**e, **{f: e[f] + v for f, v in shift.items()}} for e in d["entities"]]
         words += [{**w, **{f: w[f] + v for f, v in shift.items() if f in w}} for w in d.get("words", [])]
         texts.append(d["text"])
         c0 += len(d["text"]) + 1
-        t0 += seconds[k] + GAP_S
-    return {"id": f"dev-calls-{len(order)}-joined", "audio": str(audio.resolve()), "duration": round(t0, 6),
+    return {"id": f"dev-calls-{len(order)}-joined", "audio": str(audio.resolve()), "duration": round(starts[-1], 6),
             "sample_rate": 16000, "text": " ".join(texts), "entities": ents, "words": words}
 
 
@@ -111,7 +126,7 @@ def make_audio(folder: Path, long: bool) -> dict[str, Path]:
     sf.write(out["utterance-10s"], load(BENCH / "utterances" / best["audio"]).samples[:, 0], sr)
     sf.write(out["call-110s"], audio["c-dev-clinic-appointment"], sr)
     gap = np.zeros(int(GAP_S * sr), np.float32)
-    order = ids + ids[:2]  # the four dev calls and the first two again: the audio and its manifest
+    order = ten_minute_order(ids)  # the audio and its manifest
     sf.write(out[TEN_MINUTES], np.concatenate([x for k in order for x in (audio[k], gap)]), sr)
     record = long_call_manifest(calls, order, out[TEN_MINUTES], {k: len(a) / sr for k, a in audio.items()})
     ten_manifest.write_text(json.dumps(record) + "\n")
