@@ -104,4 +104,8 @@ def test_whisper_aligner_agrees_with_the_true_entity_times() -> None:
     assert [w.text for w in tr.words] == utt.text.split()
     for span, chars in zip(utt.entities, utt.entity_chars):
         ws = tr.words_in(chars.char_start, chars.char_end)
-        assert abs(ws[0].start - span.start) < 0.3 and abs(ws[-1].end - span.end) < 0.3, span
+        # the phone number is one glued token that project_words spreads over eight words:
+        # its end comes 0.39 s early here (0.29 s before tiny.en's 0.1 s lag was taken off
+        # the word times; over the benchmark's 220 dev utterances, tiny.en's word ends at a
+        # pause now come a median 0.10 s late instead of 0.20 s: bench/word_lag.py)
+        assert abs(ws[0].start - span.start) < 0.3 and abs(ws[-1].end - span.end) < 0.45, span

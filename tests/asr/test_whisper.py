@@ -7,6 +7,7 @@ import pytest
 
 from deid_speech import models as shipped
 from deid_speech.asr.whisper import AsrOptions, cut_points
+from deid_speech.types import Span
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = shipped.path("example")
@@ -112,12 +113,12 @@ class _CountingTranscriber:
         type(self).loads += 1
         self.options = options
 
-    def transcribe(self, audio, progress=None):
+    def transcribe_raw(self, audio, progress=None):
         from deid_speech.types import Transcript
 
         type(self).calls += 1
         return Transcript.from_words([(f"n{len(audio)}", 0.0, 0.5, 1.0),
-                                      (f"b{self.options.beam_size}", 0.5, 1.0, 1.0)])
+                                      (f"b{self.options.beam_size}", 0.5, 1.0, 1.0)], segments=[Span(0.0, 1.0)])
 
 
 @pytest.mark.model
@@ -292,6 +293,67 @@ def test_cached_transcriber_keys_on_the_model_files(tmp_path, monkeypatch):
     assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is not None
     (folder / "model.bin").write_bytes(b"retrained")
     assert whisper.CachedTranscriber(AsrOptions(model=str(folder)), cache).cached(a) is None
+
+
+def test_word_times_come_back_by_the_models_lag_and_the_cache_keeps_them_as_decoded(tmp_path, monkeypatch):
+    """A tiny model's words come 0.10 s late (bench/word_lag.py): the transcriber moves them and
+    their segments back, within the audio; the cache file keeps the decoder's own times, so the
+    transcripts cached before the correction read the same as a fresh decoding."""
+    import deid_speech.asr.whisper as whisper
+    from deid_speech.asr.models import ResolvedModel
+
+    monkeypatch.setattr(whisper, "Transcriber", _CountingTranscriber)
+    folder = tmp_path / "m"
+    folder.mkdir()
+    monkeypatch.setattr(whisper, "resolve_model", lambda name: ResolvedModel("ct2", folder, "m", 0.1))
+    cache = tmp_path / "asr.jsonl"
+    a = np.zeros(16000, np.float32)
+    fresh = whisper.CachedTranscriber(AsrOptions(), cache).transcribe(a)
+    assert [(w.start, w.end) for w in fresh.words] == [(0.0, pytest.approx(0.4)), (pytest.approx(0.4), pytest.approx(0.9))]
+    assert (fresh.segments[0].start, fresh.segments[0].end) == (0.0, pytest.approx(0.9))
+    stored = json.loads(cache.read_text())["transcript"]["words"]
+    assert [(w["start"], w["end"]) for w in stored] == [(0.0, 0.5), (0.5, 1.0)]
+    again = whisper.CachedTranscriber(AsrOptions(), cache)
+    assert again.transcribe(a).to_dict() == fresh.to_dict() == again.cached(a).to_dict() and again.misses == 0
+
+
+def test_unlag_moves_words_and_segments_and_keeps_them_in_the_audio():
+    from deid_speech.asr.whisper import unlag
+    from deid_speech.types import Transcript
+
+    t = Transcript.from_words([("a", 0.05, 0.3), ("b", 0.9, 1.0)], segments=[Span(0.05, 1.0)])
+    assert unlag(t, 0.0, 1.0) is t
+    early = unlag(t, 0.1, 1.0)  # a late model's words: moved back, none before 0
+    assert [(w.text, w.start, w.end) for w in early.words] == [("a", 0.0, pytest.approx(0.2)),
+                                                              ("b", pytest.approx(0.8), pytest.approx(0.9))]
+    assert early.text == t.text and [(w.char_start, w.char_end) for w in early.words] == [(0, 1), (2, 3)]
+    late = unlag(t, -0.05, 1.0)  # an early model's words: moved on, none past the end
+    assert [(w.start, w.end) for w in late.words] == [(pytest.approx(0.1), pytest.approx(0.35)),
+                                                      (pytest.approx(0.95), 1.0)]
+    assert (late.segments[0].start, late.segments[0].end) == (pytest.approx(0.1), 1.0)
+
+
+def test_a_transcriber_takes_its_models_lag_off_what_it_decodes(monkeypatch):
+    import deid_speech.asr.whisper as whisper
+    from deid_speech.asr.models import ResolvedModel
+    from deid_speech.types import Transcript
+
+    t = object.__new__(whisper.Transcriber)  # no weights: the decoding is stood in for
+    t.resolved = ResolvedModel("ct2", Path("."), "m", -0.05)
+    monkeypatch.setattr(whisper.Transcriber, "transcribe_raw",
+                        lambda self, audio, progress=None: Transcript.from_words([("x", 0.5, 0.7)]))
+    w = t.transcribe(np.zeros(16000, np.float32)).words[0]
+    assert (w.start, w.end) == (pytest.approx(0.55), pytest.approx(0.75))
+
+
+def test_the_shipped_models_lag_by_their_architecture_and_an_unknown_folder_by_nothing(tmp_path):
+    from deid_speech.asr.models import WORD_LAG_S, resolve_model
+
+    assert resolve_model("tiny.en").lag_s == WORD_LAG_S["tiny.en"] == 0.10
+    assert {WORD_LAG_S[m] for m in ("tiny.en-sg", "tiny.en-sg-full")} == {0.10}
+    assert WORD_LAG_S["base"] == WORD_LAG_S["base-sg"] == -0.05
+    (tmp_path / "model.bin").write_bytes(b"x")
+    assert resolve_model(str(tmp_path)).lag_s == 0.0
 
 
 def _looping_transcriber(loop_when, monkeypatch, batched=True):

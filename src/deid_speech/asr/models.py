@@ -39,12 +39,23 @@ class ResolvedModel:
     kind: str  # "ct2" | "openai"
     path: Path
     name: str
+    lag_s: float = 0.0  # how late its word times come, on average (:data:`WORD_LAG_S`)
 
 
 SHIPPED_FINETUNE = "tiny.en-sg"
 SHIPPED_FULL = "tiny.en-sg-full"
 SHIPPED_BASE = "base-sg"
 SHIPPED = {SHIPPED_FINETUNE: "asr", SHIPPED_FULL: "asr-full", SHIPPED_BASE: "asr-base"}  # name -> folder in deid_speech.models
+
+# How late each model's word times come, in seconds (negative: early). faster-whisper times a
+# word by aligning the decoder's cross-attention with the audio frames, and the result is off by
+# a constant that depends on the architecture, not on the fine-tune or the audio. Measured against
+# the hand-checked and forced-aligned word times of the real recordings (the median over about
+# 340 words inside continuous speech; bench/word_lag.py, docs/results.md §0ai): every tiny model
+# +0.10 s, both base models -0.05 s; the benchmark's dev utterances agree in sign (+0.10 and
+# -0.10 s). The transcriber moves its words back by this much. A folder or checkpoint of unknown
+# architecture gets 0.
+WORD_LAG_S = {"tiny.en": 0.10, SHIPPED_FINETUNE: 0.10, SHIPPED_FULL: 0.10, "base": -0.05, SHIPPED_BASE: -0.05}
 
 
 def cache_dir() -> Path:
@@ -178,14 +189,14 @@ def _looks_like_path(name: str) -> bool:
 def resolve_model(name: str) -> ResolvedModel:
     """Map an ``--asr-model`` value to a loadable model (see module docstring)."""
     if name in ("tiny.en", "tiny-en"):
-        return ResolvedModel("ct2", tiny_en_dir(), "tiny.en")
+        return ResolvedModel("ct2", tiny_en_dir(), "tiny.en", WORD_LAG_S["tiny.en"])
     if name == "base":
-        return ResolvedModel("ct2", base_dir(), "base")
+        return ResolvedModel("ct2", base_dir(), "base", WORD_LAG_S["base"])
     if name in SHIPPED:
         from deid_speech import models
         from deid_speech.asr.delta import materialize
 
-        return ResolvedModel("ct2", materialize(models.path(SHIPPED[name])), name)
+        return ResolvedModel("ct2", materialize(models.path(SHIPPED[name])), name, WORD_LAG_S[name])
     p = Path(name).expanduser()
     if p.is_file() and p.suffix == ".pt":
         return ResolvedModel("openai", p, p.stem)

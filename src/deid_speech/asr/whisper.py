@@ -25,7 +25,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -537,7 +537,12 @@ class Transcriber:
         return Recognition(self.transcribe(audio, progress))
 
     def transcribe(self, audio: np.ndarray, progress=None) -> Transcript:
-        """Transcribe 16 kHz mono float32 audio. ``progress(done_s, total_s)`` if given."""
+        """Transcribe 16 kHz mono float32 audio. ``progress(done_s, total_s)`` if given. The
+        words' times are corrected for the model's lag (:func:`unlag`)."""
+        return unlag(self.transcribe_raw(audio, progress), self.resolved.lag_s, len(audio) / MODEL_RATE)
+
+    def transcribe_raw(self, audio: np.ndarray, progress=None) -> Transcript:
+        """:meth:`transcribe` with the words' times as faster-whisper gives them."""
         if audio.ndim != 1:
             raise ValueError("transcribe expects mono 16 kHz audio")
         o, sr = self.options, MODEL_RATE
@@ -684,6 +689,21 @@ _ADDED_LATER = {"max_temperature": 1.0, "best_of": 5, "logprob_threshold": -1.0,
                 "second_chance_fallback": True}
 
 
+def unlag(transcript: Transcript, lag_s: float, total_s: float) -> Transcript:
+    """``transcript`` with its words and segments moved ``lag_s`` seconds earlier (a model's
+    word times come late by a constant of its architecture:
+    :data:`~deid_speech.asr.models.WORD_LAG_S`), kept within ``[0, total_s]``."""
+    if not lag_s:
+        return transcript
+
+    def move(t: float) -> float:
+        return min(max(0.0, t - lag_s), total_s)
+
+    return Transcript(transcript.text,
+                      tuple(replace(w, start=move(w.start), end=move(w.end)) for w in transcript.words),
+                      tuple(replace(g, start=move(g.start), end=move(g.end)) for g in transcript.segments))
+
+
 class CachedTranscriber:
     """A :class:`Transcriber` whose transcripts are kept in a JSONL file, keyed by the
     audio's samples, the model's files and the decoding options, so the same audio is
@@ -717,8 +737,10 @@ class CachedTranscriber:
         return hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).tobytes()).hexdigest()
 
     def cached(self, audio: np.ndarray) -> Transcript | None:
+        """The transcript kept for ``audio``, as :meth:`Transcriber.transcribe` gives it (the file
+        keeps the words' times as decoded; the model's lag is taken off on reading)."""
         d = self.items.get(f"{self.model_key}:{self._key(audio)}")
-        return Transcript.from_dict(d) if d is not None else None
+        return unlag(Transcript.from_dict(d), self.resolved.lag_s, len(audio) / MODEL_RATE) if d is not None else None
 
     def recognize(self, audio: np.ndarray, progress=None) -> Recognition:
         return Recognition(self.transcribe(audio, progress))
@@ -732,14 +754,14 @@ class CachedTranscriber:
         if self._transcriber is None:
             self._transcriber = Transcriber(self.options)
         start = time.perf_counter()
-        tr = self._transcriber.transcribe(audio, progress=progress)
+        tr = self._transcriber.transcribe_raw(audio, progress=progress)
         self.decoding_s += time.perf_counter() - start
         d, key = tr.to_dict(), self._key(audio)
         self.items[f"{self.model_key}:{key}"] = d
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"model": self.model_key, "audio": key, "transcript": d}) + "\n")
-        return tr
+        return unlag(tr, self.resolved.lag_s, len(audio) / MODEL_RATE)
 
 
 def transcriber(options: AsrOptions, cache: Path | str | None = None) -> Transcriber | CachedTranscriber:
