@@ -40,12 +40,67 @@ def test_silero_hears_every_entity_of_the_example_and_nothing_in_silence():
     assert vad.regions(np.zeros(16000 * 5, np.float32)) == []
     hum = (0.01 * np.sin(2 * np.pi * 50 * np.arange(16000 * 5) / 16000)).astype(np.float32)
     assert vad.regions(hum) == []
-    # two minutes at a time: a call longer than a block gives the same frames as its parts
+    # a block at a time: a call three times as long gives the same frames as its parts
     long = np.concatenate([audio] * 3)
     p = vad.probs(long)
     assert len(p) == -(-len(long) // 512) and np.allclose(p[: len(p) // 3 - 1], vad.probs(audio)[: len(p) // 3 - 1],
                                                            atol=0.05)
 
+
+
+class _Tiring:
+    """Stands in for Silero's ONNX session: a frame's probability falls with the frames heard
+    since the state began (1 / (1 + n)), the state counting them."""
+
+    def run(self, _outputs, feed):
+        n = int(feed["h"][0, 0, 0])
+        k = len(feed["input"])
+        p = 1.0 / (1.0 + n + np.arange(k, dtype=np.float32))
+        h = np.full((1, 1, 128), n + k, np.float32)
+        return p.reshape(-1, 1), h, feed["c"]
+
+
+def test_the_state_begins_afresh_every_block_on_two_grids_and_each_frame_takes_the_larger():
+    from types import SimpleNamespace
+
+    from deid_speech.asr.vad import FRAME, SileroVad
+
+    vad = object.__new__(SileroVad)  # no weights: the session is stood in for
+    import threading
+
+    vad.options, vad._lock = VadOptions(block_s=10 * FRAME_S), threading.Lock()
+    vad._model = SimpleNamespace(session=_Tiring())
+    p = vad.probs(np.ones(47 * FRAME, np.float32))
+    n = np.arange(47)
+    since = np.where(n < 5, n, np.minimum(n % 10, (n - 5) % 10))  # frames since the nearer fresh start
+    assert np.allclose(p, 1.0 / (1.0 + since))
+    with pytest.raises(ValueError, match="block_s"):
+        VadOptions(block_s=0.01)
+
+
+@pytest.mark.model
+def test_speech_after_a_change_of_channel_is_heard():
+    """Silero's state carried over minutes stops hearing speech after a change of channel: the
+    example call, then the same call through a noisy phone line (5 dB), lost half the second
+    copy's speech with one state for the whole file; begun afresh every 10 s, none of its PII."""
+    from deid_speech.asr.vad import SileroVad
+    from deid_speech.audio import load
+    from deid_speech.intervals import covered, union
+    from deid_speech.tts.channel import AugmentSpec
+
+    clean = load(shipped.path("example")).mono16k()
+    noisy, _ = AugmentSpec(snr_db=5, telephone=True, noise="pink", noise_seed=1).apply(clean)
+    truth = json.loads(shipped.path("example-truth").read_text())
+    audio = np.concatenate([clean, np.zeros(16000, np.float32), noisy]).astype(np.float32)
+    off = len(clean) / 16000 + 1.0
+
+    def missed(options, key):
+        regions = union(SileroVad(options).regions(audio))
+        return sum(e["end"] - e["start"] - covered(e["start"] + off, e["end"] + off, regions) for e in truth[key])
+
+    assert missed(VadOptions(), "entities") == pytest.approx(0.0, abs=0.05)
+    assert missed(VadOptions(), "turns") < 4.0  # of 65 s of speech
+    assert missed(VadOptions(block_s=600.0), "turns") > 15.0  # one state for the whole file
 
 
 @pytest.mark.model
