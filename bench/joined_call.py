@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from speed import GAP_S, long_call_manifest  # noqa: E402
+from speed import join_audio, long_call_manifest  # noqa: E402
 
 
 def call_order(ids: list[str], order: str) -> list[str]:
@@ -38,7 +38,6 @@ def call_order(ids: list[str], order: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    import numpy as np
     import soundfile as sf
 
     from deid_speech.audio import MODEL_RATE, load
@@ -58,14 +57,9 @@ def main(argv: list[str] | None = None) -> dict:
     audio_path, manifest = args.out / "joined.flac", args.out / "manifest.jsonl"
     if audio_path.exists() or manifest.exists():
         sys.exit(f"{args.out}: holds a joined call already; give a new folder")
-    audio = {}
-    for d in calls:
-        if d["id"] in order:
-            x = load(args.calls.parent / d["audio"]).mono16k()
-            audio[d["id"]] = x
-    gap = np.zeros(int(GAP_S * MODEL_RATE), np.float32)
+    audio = {d["id"]: load(args.calls.parent / d["audio"]).mono16k() for d in calls if d["id"] in order}
     args.out.mkdir(parents=True, exist_ok=True)
-    sf.write(audio_path, np.concatenate([x for k in order for x in (audio[k], gap)]), MODEL_RATE)
+    sf.write(audio_path, join_audio(audio, order, MODEL_RATE), MODEL_RATE)
     record = long_call_manifest(calls, order, audio_path, {k: len(x) / MODEL_RATE for k, x in audio.items()})
     record["id"] = f"{args.out.name}-joined"
     manifest.write_text(json.dumps(record) + "\n")

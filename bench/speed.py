@@ -80,6 +80,15 @@ def join_offsets(order: list[str], seconds: dict[str, float]) -> list[float]:
     return out
 
 
+def join_audio(audio: dict, order: list[str], sr: int = 16000):
+    """The calls of ``order`` (``audio``: each call's samples at ``sr``), :data:`GAP_S` of digital
+    silence after each, as one array: how every joined call of the benchmarks is made."""
+    import numpy as np
+
+    gap = np.zeros(int(GAP_S * sr), np.float32)
+    return np.concatenate([x for k in order for x in (audio[k], gap)])
+
+
 def long_call_manifest(calls: list[dict], order: list[str], audio: Path, seconds: dict[str, float]) -> dict:
     """The manifest record of ``calls`` (dev manifest records, by id) joined in ``order`` with
     :data:`GAP_S` of silence after each, as :func:`make_audio` joins their audio: text joined by
@@ -125,14 +134,12 @@ def make_audio(folder: Path, long: bool) -> dict[str, Path]:
     sr = 16000
     sf.write(out["utterance-10s"], load(BENCH / "utterances" / best["audio"]).samples[:, 0], sr)
     sf.write(out["call-110s"], audio["c-dev-clinic-appointment"], sr)
-    gap = np.zeros(int(GAP_S * sr), np.float32)
     order = ten_minute_order(ids)  # the audio and its manifest
-    sf.write(out[TEN_MINUTES], np.concatenate([x for k in order for x in (audio[k], gap)]), sr)
+    sf.write(out[TEN_MINUTES], join_audio(audio, order, sr), sr)
     record = long_call_manifest(calls, order, out[TEN_MINUTES], {k: len(a) / sr for k, a in audio.items()})
     ten_manifest.write_text(json.dumps(record) + "\n")
     if long:
-        left = np.concatenate([x for a in [audio[k] for k in ids * 3] for x in (a, gap)])
-        right = np.concatenate([x for a in [audio[k] for k in (ids[::-1] * 3)] for x in (a, gap)])
+        left, right = join_audio(audio, ids * 3, sr), join_audio(audio, ids[::-1] * 3, sr)
         n = min(len(left), len(right))
         sf.write(out["call-20min-16k-mono"], left[:n], sr)
         stereo = np.stack([resample(left[:n], sr, 48000), resample(right[:n], sr, 48000)], axis=1)

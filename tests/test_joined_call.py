@@ -39,7 +39,7 @@ def test_calls_are_joined_with_a_gap_and_their_entities_shifted(tmp_path):
     r = joined_call.main(["--calls", str(calls), "--order", "reversed", "--out", str(out)])
     assert r["order"] == ["two", "one"] and r["entities"] == 2
     x, sr = sf.read(out / "joined.flac")
-    gap = joined_call.GAP_S
+    from speed import GAP_S as gap  # bench/ is on the path once joined_call is loaded
     assert sr == 16000 and len(x) == int((3.0 + gap + 2.0 + gap) * 16000)
     assert x[0] < 0 and x[int((3.0 + gap + 0.1) * 16000)] > 0 and x[int(3.5 * 16000)] == 0  # two, the gap, one
     rec = json.loads((out / "manifest.jsonl").read_text())

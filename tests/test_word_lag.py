@@ -23,8 +23,8 @@ def test_matched_words_give_their_errors_by_edge_and_by_whether_a_pause_is_there
     ref = _words(("My", 0.0, 0.2), ("name", 0.2, 0.5), ("is", 0.5, 0.6), ("Tan.", 1.0, 1.4))
     # "is" misheard; "Tan" matched across punctuation and case
     hyp = _words(("my", 0.1, 0.3), ("name", 0.3, 0.6), ("his", 0.6, 0.7), ("tan", 0.9, 1.5))
-    errors = word_errors = word_lag.word_errors(ref, hyp)
-    assert len(word_errors) == 6  # three words matched, two edges each
+    errors = word_lag.word_errors(ref, hyp)
+    assert len(errors) == 6  # three words matched, two edges each
     assert ("start", "pause", pytest.approx(0.1)) in errors  # the first word
     assert ("end", "joined", pytest.approx(0.1)) in errors  # "my" runs straight into "name"
     assert ("start", "joined", pytest.approx(0.1)) in errors
