@@ -228,3 +228,27 @@ def test_a_streamed_file_reads_a_further_channel_only_when_it_is_asked_for(tmp_p
     assert second[0] == 1 and reads == [1] and next(tracks, None) is None
     expected = load(p).tracks16k()
     assert np.abs(second[1] - expected[1][1]).max() < 1e-6 and np.abs(first[1] - expected[0][1]).max() < 1e-6
+
+
+def test_a_dithered_track_gives_every_slice_the_values_of_the_whole_dither():
+    """The verifier's dithered pass reads its audio by slices (windows, seek pieces) and whole
+    for the VAD: each must be what dither() of the whole track gives there, bit for bit, in
+    any order of reading, without a dithered copy of the track."""
+    from deid_speech.audio import DitheredTrack, dither
+
+    x = np.random.default_rng(3).standard_normal(50_001).astype(np.float32)
+    whole = dither(x, 9)
+    for block in (1000, 4096, 1 << 20):
+        t = DitheredTrack(x, 9, block=block)
+        assert len(t) == len(x) and t.ndim == 1 and t.shape == x.shape
+        for a, b in [(49000, 50001), (0, 10), (3000, 9000), (4095, 4097), (100, 100), (20000, 19000), (0, 50001),
+                     (-500, None), (2000, 2500)]:  # backwards, forwards, empty, from the end
+            got = t[a:b]
+            assert got.dtype == np.float32 and np.array_equal(got, whole[a:b]), (block, a, b)
+        assert np.array_equal(np.asarray(t), whole) and np.array_equal(np.ascontiguousarray(t, np.float32), whole)
+    assert not np.array_equal(DitheredTrack(x, 10)[:], whole)
+    assert np.array_equal(x, np.random.default_rng(3).standard_normal(50_001).astype(np.float32))  # x untouched
+    with pytest.raises(TypeError):
+        DitheredTrack(x, 9)[::2]
+    with pytest.raises(ValueError):
+        DitheredTrack(np.zeros((10, 2), np.float32), 9)

@@ -655,3 +655,70 @@ def test_every_report_validates_against_the_published_schemas(tmp_path):
     bad["spans"][0]["text"] = "nine one two"  # clear text in the shared report is a schema error
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, built["redacted.schema.json"])
+
+
+class _HelperLike:
+    """A verifier in a helper process, as the pipeline sees it: ``submit_passes`` sends the
+    audio away (here: its length) and ``result()`` waits. At each wait it notes which of the
+    first decoder's tracks this process still holds."""
+    name = "fake-helper"
+
+    def __init__(self, tracks):
+        self.tracks, self.alive_at_wait = tracks, []
+
+    def submit_passes(self, audio, seeds):
+        helper = self
+
+        class Pending:
+            def result(self):
+                import gc
+
+                gc.collect()
+                helper.alive_at_wait.append([r() is not None for r in helper.tracks])
+                return Recognition(make_transcript(TEXT, word_dur=0.2, gap=0.05, t0=0.5))
+
+        return [Pending() for _ in seeds]
+
+    def recognize(self, audio, progress=None):
+        raise AssertionError("a helper's audio is decoded by submit_passes")
+
+    def share(self, audio):  # as HelperTranscriber.share: a read-only copy both processes read
+        shared = audio.copy()
+        shared.flags.writeable = False
+        return shared
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_a_track_is_let_go_while_the_verifiers_results_are_waited_for(tmp_path, channels):
+    """A long call's track (78 MB for 21 minutes at 16 kHz) is not held in this process while
+    the helper decodes it: the streamed reader, the pipeline's loop and the redactor hand it
+    on without keeping it, and the redactor lets go of it once the first decoder and the
+    uncovered-speech check are done with it."""
+    import weakref
+
+    path = tmp_path / "call.flac"
+    x = tone(4.0, 16000, channels=channels)
+    if channels == 2:
+        x[:, 1] *= 0.5  # a second distinct channel
+    sf.write(path, x, 16000, format="FLAC", subtype="PCM_16")
+    tracks: list = []
+
+    class Remembering(FakeAsr):
+        def transcribe(self, audio, progress=None):
+            tracks.append(weakref.ref(audio))
+            assert not audio.flags.writeable  # the first decoder reads the track the helper shares
+            return super().transcribe(audio, progress)
+
+    ver = _HelperLike(tracks)
+    r = Redactor(RedactConfig(verify=True, verify_passes=2), asr=Remembering(), detectors=[PatternDetector()],
+                 verifier=ver)
+    _, json_out, result = redact_file(r, path, None, {path.resolve()})
+    assert len(tracks) == channels and len(ver.alive_at_wait) == 2 * channels
+    assert not any(any(alive) for alive in ver.alive_at_wait)  # no track held while the helper works
+    assert json.loads(json_out.read_text())["verified"]["passes"] == 2
+    # the in-memory path (Audio.tracks16k's list) hands its tracks on the same way
+    from deid_speech.audio import Audio
+
+    tracks.clear(), ver.alive_at_wait.clear()
+    r.redact(Audio(x, 16000, "WAV", "PCM_16"))
+    assert len(tracks) == channels and not any(any(alive) for alive in ver.alive_at_wait)

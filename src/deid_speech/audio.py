@@ -128,10 +128,72 @@ def dither(x: np.ndarray, seed: int, amplitude: float = DITHER, block: int = 1 <
     return out
 
 
-def verifier_pass(x: np.ndarray, k: int, out: np.ndarray | None = None) -> np.ndarray:
+class DitheredTrack:
+    """``dither(x, seed)`` without a dithered copy of the whole of ``x``: each slice is
+    dithered when it is read, with the very values :func:`dither` gives it. The noise is one
+    stream of Gaussian draws; the generator's state is noted at each ``block`` of samples the
+    first time the stream passes it, so a slice costs the draws of the blocks it touches.
+
+    It is what the verifier's dithered pass hears in the helper process
+    (:mod:`deid_speech.asr.helper`), whose track is shared with this process and never
+    written: a 21-minute track is 78 MB, and a dithered copy of it would be 78 MB more.
+    The Whisper transcriber reads its audio by slices (windows, seek pieces, the
+    uncovered-speech pass) and whole only for the voice activity detector, which turns it
+    into an array for that step (``np.asarray``)."""
+
+    ndim = 1
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, x: np.ndarray, seed: int, amplitude: float = DITHER, block: int = 1 << 20):
+        if x.ndim != 1:
+            raise ValueError("DitheredTrack expects a mono track")
+        self.x, self.seed, self.amplitude, self.block = x, seed, amplitude, block
+        self._states = [np.random.default_rng(seed).bit_generator.state]  # the state at each block start
+        self._last: tuple[int, np.ndarray] | None = None  # the last block's noise
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self.x),)
+
+    def _noise(self, j: int) -> np.ndarray:
+        """The draws of block ``j`` (float64, as :func:`dither` adds them)."""
+        if self._last is not None and self._last[0] == j:
+            return self._last[1]
+        rng = np.random.default_rng()
+        k = min(j, len(self._states) - 1)
+        rng.bit_generator.state = self._states[k]
+        while True:  # from the nearest noted state up to block j, noting the states passed
+            n = min(self.block, len(self.x) - k * self.block)
+            noise = rng.standard_normal(max(n, 0))
+            if k + 1 == len(self._states):
+                self._states.append(rng.bit_generator.state)
+            if k == j:
+                self._last = (j, noise)
+                return noise
+            k += 1
+
+    def __getitem__(self, key) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("a DitheredTrack is read by slices with step 1")
+        a, b, _ = key.indices(len(self.x))
+        out = np.empty(max(0, b - a), np.float32)
+        for j in range(a // self.block, -(-b // self.block) if b > a else a // self.block):
+            s, e = max(a, j * self.block), min(b, (j + 1) * self.block)
+            out[s - a: e - a] = self.x[s:e] + self.amplitude * self._noise(j)[s - j * self.block: e - j * self.block]
+        return out
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self[:]
+        return whole if dtype is None else whole.astype(dtype, copy=False)
+
+
+def verifier_pass(x: np.ndarray, k: int) -> np.ndarray:
     """What the verifier's pass ``k`` hears: the audio itself for pass 0, else the audio with
-    the dither of seed ``k`` (``out``: where to write it; ``out=x`` dithers in place)."""
-    return x if k == 0 else dither(x, k, out=out)
+    the dither of seed ``k``."""
+    return x if k == 0 else dither(x, k)
 
 
 def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:
@@ -290,16 +352,12 @@ class AudioFile:
         comes to it: one 16 kHz track at a time is in memory (the caller lets go of each
         before asking for the next)."""
         first, kept, level = self._first_pass()
-        if len(kept) == 1:
-            return iter([(None, first)]), level
+        box = [first]  # handed on by pop: nothing here holds a track while the caller works on it
+        del first
 
         def tracks():
-            nonlocal first
-            track, first = first, None
-            yield 0, track
-            del track
-            for k in kept[1:]:
-                yield k, self._channel16k(k)
+            for k in kept:
+                yield (None if len(kept) == 1 else k), (box.pop() if k == kept[0] else self._channel16k(k))
 
         return tracks(), level
 

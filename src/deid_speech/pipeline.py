@@ -412,7 +412,7 @@ class Redactor:
 
         with timing.stage("reading"):
             tracks = audio.tracks16k()
-        found = self.redact_tracks(tracks, (audio.duration, audio.sample_rate, audio.channels), progress)
+        found = self.redact_tracks(_handed_on(tracks), (audio.duration, audio.sample_rate, audio.channels), progress)
         with timing.stage("writing"):
             beeped = redact_audio(audio, found.spans + found.blanks, self.config.redact, in_place=in_place)
         return replace(found, audio=beeped)
@@ -429,17 +429,22 @@ class Redactor:
         for channel, mono in _timed(tracks):
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
+                if callable(share := getattr(self.verifier, "share", None)):
+                    mono = share(mono)  # a helper maps these pages rather than copy them (asr/helper.py)
             heard = self.listen(mono) if self.verifier is not None else None  # a helper starts now
             transcript, spans = self.recognize(mono, progress)
+            with timing.stage("vad"):
+                uncovered += unchecked_speech(mono, transcript.words)
+            # the track is let go before the verifier's results are waited for: a helper holds its
+            # own copy, a verifier in this process its pending passes (a long call's memory, §0aj)
+            del mono
             if self.verifier is not None:
-                added = self.verify(mono, spans, heard)
+                added = self.verify(None, spans, heard)
                 added_total += len(added)
                 spans = merge_spans(spans + added)
             found += spans
-            with timing.stage("vad"):
-                uncovered += unchecked_speech(mono, transcript.words)
             per.append((channel, transcript, spans))
-            del mono, heard  # the next channel's track is read (a file streamed) with this one let go
+            del heard  # the next channel's track is read (a file streamed) with this one let go
         if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
         spans = merge_spans(found)
@@ -461,6 +466,13 @@ class Redactor:
         return RedactResult(None, spans, first, redacted[0], uncovered, verification, channels, blanks, source)
 
 
+def _handed_on(items: list):
+    """The items of ``items`` in order, each taken out of the list as it is handed on."""
+    items.reverse()
+    while items:
+        yield items.pop()
+
+
 def _timed(tracks: Iterable[tuple[int | None, object]]):
     """The tracks, each one's reading timed as reading (a streamed file reads a later
     channel when it is asked for), none held here once handed on."""
@@ -469,11 +481,10 @@ def _timed(tracks: Iterable[tuple[int | None, object]]):
     it = iter(tracks)
     while True:
         with timing.stage("reading"):
-            item = next(it, None)
-        if item is None:
+            box = [next(it, None)]
+        if box[0] is None:
             return
-        yield item
-        item = None
+        yield box.pop()  # handed on, not held in this frame while the caller works on it
 
 
 def output_paths(src: Path, out_dir: Path | None, full_name: bool = False) -> tuple[Path, Path]:

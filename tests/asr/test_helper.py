@@ -35,6 +35,12 @@ def test_the_helper_decodes_bit_for_bit_as_this_process_does(clip):
         plain, dithered = helper.submit_passes(clip[: 10 * 16000], (0, 1))
         assert dithered.result().transcript == here.transcribe(dither(clip[: 10 * 16000], 1))
         assert plain.result().transcript == second.result().transcript
+        # a track in shared memory: mapped by the helper, not copied; the same words
+        shared = helper.share(clip[: 10 * 16000])
+        assert not shared.flags.writeable and np.array_equal(shared, clip[: 10 * 16000])
+        again = helper.submit_passes(shared, (0, 1))
+        assert [p.result().transcript for p in again] == [plain.result().transcript, dithered.result().transcript]
+        assert np.array_equal(shared, clip[: 10 * 16000])  # the dithered pass wrote nothing into it
     finally:
         helper.close()
     assert helper._proc.returncode == 0
@@ -56,6 +62,7 @@ def test_a_helper_with_two_models_decodes_each_pass_with_its_turn(clip):
     try:
         assert helper.name == "tiny.en,tiny.en-sg"
         got = [p.result().transcript for p in helper.submit_passes(part, (0, 1, 2))]
+        assert [p.result().transcript for p in helper.submit_passes(helper.share(part), (0, 1, 2))] == got
     finally:
         helper.close()
     here = [Transcriber(AsrOptions.second_opinion(model=m)) for m in names]
@@ -275,3 +282,27 @@ def test_a_result_that_cannot_be_written_ends_the_stream_so_the_parent_fails_not
             pickle.load(inp)
     finally:
         inp.close()
+
+
+def test_a_shared_track_is_read_only_mapped_by_its_descriptor_and_let_go_with_its_last_reference():
+    import gc
+    import os
+
+    from deid_speech.asr.helper import _mapped, _shared_fd, share
+
+    x = np.random.default_rng(1).standard_normal(48_000).astype(np.float32)
+    track = share(x)
+    if not hasattr(os, "memfd_create"):
+        pytest.skip("no memfd here: the track goes through the pipe")
+    assert np.array_equal(track, x) and track is not x and not track.flags.writeable
+    fd = _shared_fd(track)
+    assert fd is not None and _shared_fd(track[:]) is None and _shared_fd(x) is None  # a view is sent as a copy
+    seen = _mapped(os.dup(fd), len(x))  # what the helper maps: the same pages, read-only
+    assert np.array_equal(seen, x) and not seen.flags.writeable
+    with pytest.raises((ValueError, TypeError)):
+        seen[0] = 1.0
+    del track
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the descriptor is closed with the track
+    assert np.array_equal(seen, x)  # a mapping outlives the descriptor (the helper's pass goes on)

@@ -13,7 +13,14 @@ The helper is ``python -m deid_speech.asr.helper``, started with :mod:`subproces
 script that uses the library without an ``if __name__ == "__main__"`` guard does not survive.
 Requests (the decoding options, then a float32 array and the dither seeds of its passes)
 go to its stdin and results (one per pass) come back on its stdout, pickled, in order. The
-helper dithers each pass itself, so a long call crosses the pipe and waits in memory once.
+helper dithers each pass itself, a slice at a time as the decoder reads it
+(:class:`~deid_speech.audio.DitheredTrack`), so a long call waits in memory once.
+
+On Linux the track need not cross the pipe at all: :func:`share` puts it in shared memory (a
+memfd) that this process decodes from, and the helper maps the same pages, read-only; the
+file descriptor goes over a Unix socket beside the pipe (``SCM_RIGHTS``). A 21-minute track is
+78 MB, held once for both processes instead of once in each (docs/results.md §0aj). Where
+memfds or descriptor passing are missing, the array goes through the pipe as before.
 
 ``submit(audio)`` starts a decoding and returns a handle whose ``result()`` waits for the
 :class:`~deid_speech.types.Recognition`; ``recognize`` does both. A model that cannot be
@@ -22,12 +29,67 @@ loaded, a decoding that fails and a helper that dies all fail that result with a
 """
 from __future__ import annotations
 
+import os
 import pickle
+import socket
 import threading
 
 import numpy as np
 
 from deid_speech.errors import DeidError
+
+_SHARED: dict[int, tuple] = {}  # id(track) -> (weak reference to it, its memfd): tracks made by share()
+
+
+def share(audio: np.ndarray) -> np.ndarray:
+    """``audio`` (a mono track) copied into shared memory, read-only, for a
+    :class:`HelperTranscriber` to map rather than receive through its pipe; ``audio`` itself
+    where the system has no memfd (or the copy cannot be made). The memory is let go when
+    the returned array, every view of it and the helper's mapping are gone."""
+    import mmap
+    import weakref
+
+    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    if audio.ndim != 1 or not len(audio) or not hasattr(os, "memfd_create") or not hasattr(socket, "send_fds"):
+        return audio
+    try:
+        fd = os.memfd_create("deid-speech-track", os.MFD_CLOEXEC)
+    except OSError:
+        return audio
+    try:
+        os.ftruncate(fd, audio.nbytes)
+        track = np.frombuffer(mmap.mmap(fd, audio.nbytes), np.float32)
+        track[:] = audio
+    except (OSError, ValueError):
+        os.close(fd)
+        return audio
+    track.flags.writeable = False  # the helper reads these pages while this process does: nobody writes
+    key = id(track)
+    _SHARED[key] = (weakref.ref(track), fd)
+    weakref.finalize(track, _unshare, key, fd)
+    return track
+
+
+def _unshare(key: int, fd: int) -> None:
+    if _SHARED.get(key, (None, fd))[1] == fd:
+        _SHARED.pop(key, None)
+    os.close(fd)
+
+
+def _shared_fd(audio) -> int | None:
+    """The memfd of a track made by :func:`share` (not of a view of it), else None."""
+    entry = _SHARED.get(id(audio))
+    return entry[1] if entry is not None and entry[0]() is audio else None
+
+
+def _mapped(fd: int, n: int) -> np.ndarray:
+    """The ``n`` samples of a shared track, mapped read-only (the helper's side)."""
+    import mmap
+
+    try:
+        return np.frombuffer(mmap.mmap(fd, n * 4, access=mmap.ACCESS_READ), np.float32, count=n)
+    finally:
+        os.close(fd)
 
 
 class Pending:
@@ -76,8 +138,16 @@ class HelperTranscriber:
         package_root = str(Path(deid_speech.__file__).resolve().parents[1])
         env = {"MALLOC_ARENA_MAX": "2",  # glibc: one decoding thread needs no per-thread arenas (-40 MB, same speed)
                **os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-        self._proc = subprocess.Popen([sys.executable, "-m", "deid_speech.asr.helper"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        # a Unix socket beside the pipe carries the memfds of shared tracks (share)
+        self._sock, theirs = (socket.socketpair() if hasattr(socket, "send_fds") else (None, None))
+        args = [str(theirs.fileno())] if theirs is not None else []
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-m", "deid_speech.asr.helper", *args],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                          env=env, pass_fds=(theirs.fileno(),) if theirs is not None else ())
+        finally:
+            if theirs is not None:
+                theirs.close()
         self._write = threading.Lock()
         self._read = threading.Lock()
         self._sent = self._received = 0
@@ -102,9 +172,17 @@ class HelperTranscriber:
         itself (:func:`deid_speech.audio.verifier_pass`): the audio crosses the pipe
         and waits in the helper once, not once per pass."""
         seeds = tuple(int(k) for k in seeds)
+        fd = _shared_fd(audio) if self._sock is not None else None
         with self._write:
             self._send_cancels()
-            self._send((np.ascontiguousarray(audio, dtype=np.float32), seeds))
+            if fd is not None:  # the helper maps the track: its descriptor first, then the request
+                try:
+                    socket.send_fds(self._sock, [b"t"], [fd])
+                except OSError:
+                    raise DeidError(f"the helper process decoding with {self.name} stopped") from None
+                self._send(("shared", len(audio), seeds))
+            else:
+                self._send((np.ascontiguousarray(audio, dtype=np.float32), seeds))
             first = self._sent + 1
             self._sent += len(seeds)
             return [Pending(self, first + i) for i in range(len(seeds))]
@@ -148,6 +226,11 @@ class HelperTranscriber:
     def recognize(self, audio: np.ndarray, progress=None):
         return self.submit(audio).result()
 
+    def share(self, audio: np.ndarray) -> np.ndarray:
+        """``audio`` in memory this process and the helper share (:func:`share`): submitted,
+        it is mapped by the helper instead of copied through the pipe."""
+        return share(audio) if self._sock is not None else audio
+
     def close(self) -> None:
         """Let the helper finish what it holds and exit. Results nobody read are read here and
         dropped: a helper whose writes fill the pipe would otherwise never exit."""
@@ -163,6 +246,8 @@ class HelperTranscriber:
                 except (OSError, ValueError):
                     pass
             self._proc.wait()
+        if self._sock is not None:
+            self._sock.close()
 
     def __del__(self):
         proc = getattr(self, "_proc", None)
@@ -190,6 +275,7 @@ def main() -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # stdout carries results only
     options = pickle.load(inp)
+    sock = socket.socket(fileno=int(sys.argv[1])) if len(sys.argv) > 1 else None  # shared tracks' memfds
     requests: queue.Queue = queue.Queue()
     cancelled: set[int] = set()  # numbers of decodings (1, 2, ... in the order sent) not to run
 
@@ -197,13 +283,18 @@ def main() -> None:
         while True:
             try:
                 request = pickle.load(inp)
-            except Exception:  # EOF: the parent is done
+                # ("shared", samples, seeds): the track's memfd waits on the socket
+                if isinstance(request[0], str) and request[0] == "shared":
+                    _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+                    request = (_mapped(fds[0], request[1]), request[2])
+            except Exception:  # EOF: the parent is done (or gone between a descriptor and its request)
                 requests.put(None)
                 return
             if isinstance(request[0], str):  # ("cancel", seqs)
                 cancelled.update(request[1])
             else:
                 requests.put(request)
+            del request  # not held here while the next request is awaited: the decoding loop lets go of it
 
     threading.Thread(target=read, daemon=True).start()
     from deid_speech.asr.whisper import Transcriber, take_turn
@@ -219,7 +310,7 @@ def main() -> None:
         while (request := requests.get()) is not None:
             audio, seeds = request
             failed = None
-            for i, k in enumerate(seeds):
+            for k in seeds:
                 if results.broken.is_set():  # nobody reads any more: decode nothing for nobody
                     return
                 seq += 1
@@ -228,7 +319,7 @@ def main() -> None:
                     result = ("skipped", failed or "abandoned")
                 else:
                     asr = take_turn(asrs, k, len(audio) / MODEL_RATE) if asrs else None  # one model held on long audio
-                    result = _decode(asr, error, audio, k, last=i == len(seeds) - 1)
+                    result = _decode(asr, error, audio, k)
                     if result[0] == "error":
                         failed = result[1]
                 results.put(result)
@@ -280,16 +371,17 @@ class ResultWriter:
                 return
 
 
-def _decode(asr, error: str | None, audio: np.ndarray, k: int, last: bool) -> tuple[str, object]:
-    """One pass: ``("ok", Recognition)`` of ``audio`` with the dither of seed ``k`` (``last``: the
-    audio is not needed after, so it is dithered in place), or ``("error", one line)``."""
-    from deid_speech.audio import verifier_pass
+def _decode(asr, error: str | None, audio: np.ndarray, k: int) -> tuple[str, object]:
+    """One pass: ``("ok", Recognition)`` of ``audio`` with the dither of seed ``k``, dithered a
+    slice at a time as the decoder reads it (the track may be shared, and is never written), or
+    ``("error", one line)``."""
+    from deid_speech.audio import DitheredTrack
     from deid_speech.types import Recognition
 
     try:
         if asr is None:
             raise DeidError(error)
-        heard = verifier_pass(audio, k, out=audio if last and audio.flags.writeable else None)
+        heard = audio if k == 0 else DitheredTrack(audio, k)
         return "ok", Recognition(asr.transcribe(heard))
     except DeidError as e:
         return "error", str(e)
