@@ -722,3 +722,40 @@ def test_a_track_is_let_go_while_the_verifiers_results_are_waited_for(tmp_path, 
     tracks.clear(), ver.alive_at_wait.clear()
     r.redact(Audio(x, 16000, "WAV", "PCM_16"))
     assert len(tracks) == channels and not any(any(alive) for alive in ver.alive_at_wait)
+
+
+def test_an_in_process_whisper_verifier_hears_its_dithered_pass_by_slices_without_a_copy():
+    """``--no-helper-process``: pass k > 0 of a Whisper verifier reads a DitheredTrack (the
+    dither's values, slice by slice, no dithered copy of a long call beside its track); any
+    other recogniser gets the dithered array itself."""
+    from deid_speech.asr.whisper import Transcriber
+    from deid_speech.audio import DitheredTrack, dither
+
+    heard = []
+
+    class Whisper(Transcriber):
+        name = "fake-whisper"
+
+        def __init__(self):  # nothing loaded
+            pass
+
+        def transcribe(self, audio, progress=None):
+            heard.append(audio)
+            return make_transcript(TEXT, word_dur=0.2, gap=0.05, t0=0.5)
+
+    class Other:
+        name = "other"
+
+        def recognize(self, audio, progress=None):
+            heard.append(audio)
+            return Recognition(make_transcript(TEXT, word_dur=0.2, gap=0.05, t0=0.5))
+
+    audio = (0.1 * np.sin(np.arange(8 * 16000) / 7.0)).astype(np.float32)
+    for verifier, lazy in ((Whisper(), True), (Other(), False)):
+        heard.clear()
+        r = Redactor(RedactConfig(verify=True, verify_passes=2, verify_in_helper=False), asr=FakeAsr(),
+                     detectors=[PatternDetector()], verifier=verifier)
+        r.redact_tracks([(None, audio)], (8.0, 16000, 1))
+        assert len(heard) == 2 and heard[0] is audio  # pass 0: the track itself
+        assert isinstance(heard[1], DitheredTrack) is lazy
+        assert np.array_equal(np.asarray(heard[1]), dither(audio, 1))  # the same values either way

@@ -285,10 +285,13 @@ class _Later:
         self.verifier, self.mono, self.k = verifier, mono, k
 
     def result(self) -> Recognition:
-        from deid_speech.audio import MODEL_RATE, verifier_pass
+        from deid_speech.asr.whisper import Transcriber
+        from deid_speech.audio import MODEL_RATE, DitheredTrack, verifier_pass
 
         turn = getattr(self.verifier, "for_pass", None)
         recognizer = turn(self.k, len(self.mono) / MODEL_RATE) if turn is not None else self.verifier
+        if self.k and isinstance(recognizer, Transcriber):  # Whisper reads by slices: no dithered copy
+            return recognizer.recognize(DitheredTrack(self.mono, self.k))  # of the track (78 MB for 21 min)
         return recognizer.recognize(verifier_pass(self.mono, self.k))
 
 
