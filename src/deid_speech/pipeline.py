@@ -438,8 +438,8 @@ class Redactor:
             transcript, spans = self.recognize(mono, progress)
             with timing.stage("vad"):
                 uncovered += unchecked_speech(mono, transcript.words)
-            # the track is let go before the verifier's results are waited for: a helper holds its
-            # own copy, a verifier in this process its pending passes (a long call's memory, §0aj)
+            # the track is let go before the verifier's results are waited for: a helper maps (or
+            # holds) its own, a verifier in this process its pending passes (a long call's memory, §0aj)
             del mono
             if self.verifier is not None:
                 added = self.verify(None, spans, heard)

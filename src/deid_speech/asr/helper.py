@@ -169,8 +169,9 @@ class HelperTranscriber:
 
     def submit_passes(self, audio: np.ndarray, seeds: tuple[int, ...]) -> list[Pending]:
         """One decoding of ``audio`` per seed, the helper adding the dither of each seed
-        itself (:func:`deid_speech.audio.verifier_pass`): the audio crosses the pipe
-        and waits in the helper once, not once per pass."""
+        itself, a slice at a time (:class:`deid_speech.audio.DitheredTrack`): the audio waits
+        in the helper once, not once per pass; a track made by :func:`share` is mapped there,
+        not sent."""
         seeds = tuple(int(k) for k in seeds)
         fd = _shared_fd(audio) if self._sock is not None else None
         with self._write:
