@@ -119,13 +119,11 @@ def dither(x: np.ndarray, seed: int, amplitude: float = DITHER, block: int = 1 <
     """``x`` plus Gaussian noise of ``amplitude`` drawn from ``seed`` (float32). Inaudible,
     yet it changes what Whisper writes for noisy audio, whose decoding is chaotic: a second
     decoding of the dithered audio misses other entities than the first
-    (``pipeline.Redactor.verify``; ``bench/dither.py`` measures the spread with it)."""
-    rng = np.random.default_rng(seed)
-    out = np.empty(len(x), np.float32) if out is None else out  # ``out=x``: in place, the same values
-    for s in range(0, len(x), block):  # the same draws as one call, without float64 copies of a long call
-        e = min(s + block, len(x))
-        out[s:e] = x[s:e] + amplitude * rng.standard_normal(e - s)
-    return out
+    (``pipeline.Redactor.verify``; ``bench/dither.py`` measures the spread with it). The
+    draws are those of one call, made ``block`` samples at a time (no float64 copy of a long
+    call); ``out=x`` dithers in place, with the same values. One stream for both: this is
+    :class:`DitheredTrack` read whole."""
+    return DitheredTrack(x, seed, amplitude, block).read(0, len(x), out)
 
 
 class DitheredTrack:
@@ -148,7 +146,9 @@ class DitheredTrack:
         if x.ndim != 1:
             raise ValueError("DitheredTrack expects a mono track")
         self.x, self.seed, self.amplitude, self.block = x, seed, amplitude, block
-        self._states = [np.random.default_rng(seed).bit_generator.state]  # the state at each block start
+        self._rng = np.random.default_rng(seed)
+        self._at = 0  # the block the generator draws next
+        self._states = [self._rng.bit_generator.state]  # the generator's state at each block start reached
         self._last: tuple[int, np.ndarray] | None = None  # the last block's noise
 
     def __len__(self) -> int:
@@ -162,28 +162,33 @@ class DitheredTrack:
         """The draws of block ``j`` (float64, as :func:`dither` adds them)."""
         if self._last is not None and self._last[0] == j:
             return self._last[1]
-        rng = np.random.default_rng()
-        k = min(j, len(self._states) - 1)
-        rng.bit_generator.state = self._states[k]
-        while True:  # from the nearest noted state up to block j, noting the states passed
-            n = min(self.block, len(self.x) - k * self.block)
-            noise = rng.standard_normal(max(n, 0))
-            if k + 1 == len(self._states):
-                self._states.append(rng.bit_generator.state)
-            if k == j:
+        k = min(j, len(self._states) - 1)  # the nearest noted state at or before block j
+        if j < self._at or k > self._at:
+            self._rng.bit_generator.state = self._states[k]
+            self._at = k
+        while True:  # on to block j, noting the states passed
+            noise = self._rng.standard_normal(max(0, min(self.block, len(self.x) - self._at * self.block)))
+            self._at += 1
+            if self._at == len(self._states):
+                self._states.append(self._rng.bit_generator.state)
+            if self._at - 1 == j:
                 self._last = (j, noise)
                 return noise
-            k += 1
+
+    def read(self, a: int, b: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Samples ``[a, b)`` dithered, into ``out`` (``b - a`` long; it may be ``x[a:b]``
+        itself) or a new float32 array."""
+        out = np.empty(max(0, b - a), np.float32) if out is None else out
+        for j in range(a // self.block, -(-b // self.block)) if b > a else ():
+            s, e = max(a, j * self.block), min(b, (j + 1) * self.block)
+            out[s - a: e - a] = self.x[s:e] + self.amplitude * self._noise(j)[s - j * self.block: e - j * self.block]
+        return out
 
     def __getitem__(self, key) -> np.ndarray:
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("a DitheredTrack is read by slices with step 1")
         a, b, _ = key.indices(len(self.x))
-        out = np.empty(max(0, b - a), np.float32)
-        for j in range(a // self.block, -(-b // self.block) if b > a else a // self.block):
-            s, e = max(a, j * self.block), min(b, (j + 1) * self.block)
-            out[s - a: e - a] = self.x[s:e] + self.amplitude * self._noise(j)[s - j * self.block: e - j * self.block]
-        return out
+        return self.read(a, b)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         whole = self[:]
