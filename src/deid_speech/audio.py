@@ -136,8 +136,8 @@ class DitheredTrack:
     (:mod:`deid_speech.asr.helper`), whose track is shared with this process and never
     written: a 21-minute track is 78 MB, and a dithered copy of it would be 78 MB more.
     The Whisper transcriber reads its audio by slices (windows, seek pieces, the
-    uncovered-speech pass) and whole only for the voice activity detector, which turns it
-    into an array for that step (``np.asarray``)."""
+    uncovered-speech pass), and so does the voice activity detector, a block at a time,
+    which remembers its regions under :meth:`fingerprint`."""
 
     ndim = 1
     dtype = np.dtype(np.float32)
@@ -189,6 +189,16 @@ class DitheredTrack:
             raise TypeError("a DitheredTrack is read by slices with step 1")
         a, b, _ = key.indices(len(self.x))
         return self.read(a, b)
+
+    def fingerprint(self) -> bytes:
+        """What the track holds, as a key (the VAD's memory): a hash of the samples it
+        dithers, the seed and the amplitude (the block changes no value), not of a dithered
+        copy."""
+        import hashlib
+
+        h = hashlib.sha1(np.ascontiguousarray(self.x, dtype=np.float32).data)
+        h.update(repr((self.seed, float(self.amplitude))).encode())
+        return b"dithered:" + h.digest()
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         whole = self[:]

@@ -136,3 +136,36 @@ def test_stage_timings_nest_and_absorb():
     assert t.seconds["verification"] >= 0.028  # its nested decoding is verification
     with timing.stage("decoding"):  # no collector: nothing kept, nothing fails
         pass
+
+
+def test_a_dithered_track_is_heard_a_block_at_a_time_never_made_whole(monkeypatch):
+    """The verifier's dithered pass: the VAD reads the track by slices, gives the very
+    probabilities of the dithered array, and remembers them under the track's own key."""
+    import threading
+    from types import SimpleNamespace
+
+    from deid_speech.asr.vad import FRAME, CachedVad, SileroVad
+    from deid_speech.audio import DitheredTrack, dither
+
+    class _Loud:  # a frame's probability is its loudness: any change of a sample shows
+        def run(self, _outputs, feed):
+            x = feed["input"][:, -FRAME:]
+            return np.abs(x).mean(axis=1, keepdims=True).astype(np.float32), feed["h"], feed["c"]
+
+    vad = object.__new__(SileroVad)
+    vad.options, vad._lock = VadOptions(block_s=10 * FRAME_S), threading.Lock()
+    vad._model = SimpleNamespace(session=_Loud())
+    x = np.random.default_rng(0).standard_normal(47 * FRAME + 100).astype(np.float32) * 0.1
+    want = vad.probs(dither(x, 3))
+    track = DitheredTrack(x, 3, block=1000)  # blocks of the dither smaller than the VAD's
+    monkeypatch.setattr(DitheredTrack, "__array__", lambda *a, **k: pytest.fail("made whole"))
+    assert np.array_equal(vad.probs(track), want)
+    assert not np.array_equal(vad.probs(DitheredTrack(x, 4)), want)  # another seed is heard as other audio
+
+    calls = []
+    cached = CachedVad(vad)
+    monkeypatch.setattr(vad, "regions", lambda audio: calls.append(audio) or [(0.0, 1.0)])
+    cached.regions(track), cached.regions(DitheredTrack(x, 3))  # the same track again: remembered
+    cached.regions(DitheredTrack(x, 4))
+    cached.regions(dither(x, 3))  # an array is keyed by its samples
+    assert len(calls) == 3

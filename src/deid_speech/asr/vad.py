@@ -73,24 +73,28 @@ class SileroVad:
     def probs(self, audio: np.ndarray) -> np.ndarray:
         """Speech probability of each 32 ms frame of 16 kHz mono ``audio`` (the last frame
         zero-padded): the larger of two grids of blocks of ``block_s``, each block begun
-        afresh, the second grid starting half a block in (module doc)."""
-        audio = np.asarray(audio, dtype=np.float32)
+        afresh, the second grid starting half a block in (module doc). ``audio`` is read a
+        block at a time: an array, or a track read by slices such as the verifier's dithered
+        track (:class:`deid_speech.audio.DitheredTrack`), which is never made whole here."""
+        if not hasattr(audio, "__getitem__") or not hasattr(audio, "ndim"):
+            audio = np.asarray(audio, dtype=np.float32)
         if audio.ndim != 1:
             raise ValueError("the VAD expects mono 16 kHz audio")
         block, half = self.options.block_frames, self.options.block_frames // 2
         with self._lock:
-            out = self._grid(audio, block)
+            out = self._grid(audio, block, 0)
             if len(out) > half:
-                np.maximum(out[half:], self._grid(audio[half * FRAME:], block), out=out[half:])
+                np.maximum(out[half:], self._grid(audio, block, half * FRAME), out=out[half:])
         return out
 
-    def _grid(self, audio: np.ndarray, block: int) -> np.ndarray:
-        """Probabilities of every frame of ``audio``, in blocks of ``block`` frames, each begun
-        afresh."""
-        out = np.zeros(-(-len(audio) // FRAME), np.float32)
+    def _grid(self, audio: np.ndarray, block: int, start: int) -> np.ndarray:
+        """Probabilities of every frame of ``audio[start:]``, in blocks of ``block`` frames,
+        each begun afresh."""
+        n = max(0, len(audio) - start)
+        out = np.zeros(-(-n // FRAME), np.float32)
         step = block * FRAME
-        for k in range(0, len(audio), step):
-            part = audio[k: k + step]
+        for k in range(0, n, step):
+            part = np.asarray(audio[start + k: start + min(k + step, n)], dtype=np.float32)
             p = self._block_probs(np.pad(part, (0, -len(part) % FRAME)))
             out[k // FRAME: k // FRAME + len(p)] = p
         return out
@@ -166,7 +170,9 @@ class CachedVad:
     def regions(self, audio: np.ndarray) -> list[tuple[float, float]]:
         import hashlib
 
-        key = hashlib.sha1(np.ascontiguousarray(audio, dtype=np.float32).data).digest()
+        fingerprint = getattr(audio, "fingerprint", None)  # a track read by slices names itself
+        key = fingerprint() if callable(fingerprint) else hashlib.sha1(
+            np.ascontiguousarray(audio, dtype=np.float32).data).digest()
         with self._lock:
             if key in self._memo:
                 return list(self._memo[key])
