@@ -49,13 +49,19 @@ def predictions(manifest: Path, cache: Path | None, reach_after: float | None = 
         redact.GAP_REACH_AFTER = default
 
 
-def score(preds: list[tuple], before: float, after: float) -> dict:
-    """Eval's audio-leak figures of ``preds`` with every span padded by (before, after)."""
+def score(preds: list[tuple], before: float, after: float, labels: tuple[str, ...] = ()) -> dict:
+    """Eval's audio-leak figures of ``preds`` with every span padded by (before, after), or only
+    the spans of ``labels`` (the others, and speech no word covered, keep their padding)."""
     from deid_speech.eval.run import SystemScore
 
     s = SystemScore()
     for item, pred, duration in preds:
-        opts = replace(pred.options, default=replace(pred.options.default, pad_before=before, pad_after=after))
+        if labels:
+            kept = tuple((k, op) for k, op in pred.options.labels if k not in labels)
+            padded = tuple((k, replace(pred.options.operator(k), pad_before=before, pad_after=after)) for k in labels)
+            opts = replace(pred.options, labels=kept + padded)
+        else:
+            opts = replace(pred.options, default=replace(pred.options.default, pad_before=before, pad_after=after))
         s.add(item, replace(pred, options=opts), duration)
     d = s.as_dict()
     leak = d["audio_leak"]
@@ -98,9 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after", default="0,0.05,0.1,0.15,0.2,0.25", help="pad_after values, comma-separated")
     p.add_argument("--current", default=f"{GAP_REACH_AFTER},{PAD_BEFORE},{PAD_AFTER}",
                    help="the setting to beat: reach_after,pad_before,pad_after (default: redact's)")
+    p.add_argument("--labels", default="", help="pad only these labels' spans (comma-separated; default: every span)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     refuse_test_part(args.bench, "pad_grid")
+    from deid_speech.types import LABELS
+
+    labels = tuple(x.strip() for x in args.labels.split(",") if x.strip())
+    if bad := [x for x in labels if x not in LABELS]:
+        sys.exit(f"pad_grid: unknown label(s) {', '.join(bad)}; choose from {', '.join(LABELS)}")
     current = tuple(float(x) for x in args.current.split(","))
     if len(current) != 3:
         sys.exit("pad_grid: --current takes three numbers: reach_after,pad_before,pad_after")
@@ -114,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             preds = predictions(manifest, args.asr_cache, r)
             for b in befores:
                 for a in afters:
-                    cells.append({"part": part, "reach_after": r, **score(preds, b, a)})
+                    cells.append({"part": part, "reach_after": r, **score(preds, b, a, labels)})
     result = {"command": " ".join(["bench/pad_grid.py", *(argv if argv is not None else sys.argv[1:])]),
-              "system": SYSTEM, "bench": str(args.bench), "asr_cache": str(args.asr_cache),
+              "system": SYSTEM, "bench": str(args.bench), "asr_cache": str(args.asr_cache), "labels": list(labels),
               "grid": cells, "recommendation": choose(cells, current),
               "wall_s": round(time.perf_counter() - t0, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)

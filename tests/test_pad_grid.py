@@ -69,6 +69,18 @@ def test_each_pair_rescores_the_same_spans_with_its_own_padding() -> None:
     assert padded["leaked_duration"] == 0.0 and padded["over_redaction"] == pytest.approx(0.25 / 2)
 
 
+def test_labels_take_the_grids_padding_and_the_others_keep_theirs() -> None:
+    # a name 1.0-2.0 s found at 1.3-2.0 s, a phone 4.0-5.0 s found at 4.3-5.0 s; other speech between
+    words = Transcript.from_words([("a", 0.0, 1.0), ("Tan", 1.0, 2.0), ("b", 2.0, 4.0), ("81", 4.0, 5.0)])
+    item = Item(id="x", audio=Path("x.wav"), text="a Tan b 81", entities=[Span(1.0, 2.0, "PERSON"),
+                Span(4.0, 5.0, "PHONE")], entity_chars=[], words=list(words.words))
+    pred = Prediction([Span(1.3, 2.0, "PERSON"), Span(4.3, 5.0, "PHONE")], words, "a [PERSON_1] b [PHONE_1]")
+    phone_only = pad_grid.score([(item, pred, 5.0)], 0.0, 0.0, ("PHONE",))
+    # the name keeps the default's 0.2 s before it (0.1 s of it left audible), the phone has none (0.3 s)
+    assert phone_only["leaked_duration"] == pytest.approx((0.1 + 0.3) / 2.0)
+    assert pad_grid.score([(item, pred, 5.0)], 0.0, 0.0)["leaked_duration"] == pytest.approx(0.6 / 2.0)
+
+
 def test_the_test_part_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="tuning data only"):
         pad_grid.main(["--bench", str(tmp_path / "benchmark" / "test"), "--out", str(tmp_path / "g.json")])
