@@ -82,7 +82,7 @@ def patched(variant: str):
         if "verify:*" in changes:
             for pending in heard or ():
                 pending.result()  # read the cache as the default does; add nothing
-            return []
+            return pipeline.SecondOpinion([], [])
         _state["in_verify"] = True
         try:
             return verify(self, mono, spans, heard)

@@ -40,6 +40,6 @@ def test_a_decoded_pass_feeds_the_redactors_verify_and_adds_what_reaches_beyond(
     r = Redactor(RedactConfig(verify=False), asr=Deaf(), detectors=[Phones()])
     heard = Transcript.from_words([("call", 0.0, 0.3), ("91234567", 0.4, 1.6), ("now", 5.0, 5.2), ("81234567", 6.0, 7.0)])
     first = r.detect(Transcript.from_words([("call", 0.0, 0.3), ("91234567", 0.4, 1.6), ("now", 5.0, 5.2)]))
-    added = r.verify(None, first, [long_vs_parts.Heard(heard)])
+    added = r.verify(None, first, [long_vs_parts.Heard(heard)]).added
     assert len(added) == 1  # the first number is covered already
     assert added[0].label == "PHONE" and added[0].source == "fake+verify" and added[0].start <= 6.0 < 7.0 <= added[0].end

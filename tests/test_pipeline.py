@@ -9,8 +9,8 @@ import soundfile as sf
 from deid_speech.cli import redact_many
 from deid_speech.errors import DeidError
 from deid_speech.ner.patterns import PatternDetector
-from deid_speech.pipeline import RedactConfig, Redactor, collect_inputs, output_paths, redact_file
-from deid_speech.types import Recognition, Transcript
+from deid_speech.pipeline import RedactConfig, Redactor, SecondOpinion, collect_inputs, output_paths, redact_file
+from deid_speech.types import Recognition, Span, Transcript
 from factories import make_transcript, tone
 
 TEXT = "hello my number is nine one two three four five six seven thank you"
@@ -227,7 +227,7 @@ def test_verify_decodes_the_audio_again_and_adds_what_reaches_beyond_the_redacti
     r = Redactor(RedactConfig(verify=True), asr=FakeAsr(), detectors=[PatternDetector()], verifier=ver)
     audio_out, json_out, result = redact_file(r, call, None, {call.resolve()})
     d = json.loads(json_out.read_text())
-    assert d["verified"] == {"by": "fake-e2e", "passes": 2, "added": 1}  # the second pass heard nothing new
+    assert d["verified"] == {"by": "fake-e2e", "passes": 2, "added": 1, "refuted": 0}  # the second pass heard nothing new
     labels = sorted(s["label"] for s in d["spans"])
     assert labels == ["CREDIT_CARD", "PHONE"] and any("verify" in s["source"] for s in d["spans"])
     assert ver.heard.any() and len(ver.heard) == 10 * 16000  # the whole call, first redaction included
@@ -277,6 +277,64 @@ def test_the_verifier_listens_again_to_dithered_audio_and_what_any_pass_finds_is
     assert np.array_equal(again.heard[1], ver.heard[1])
 
 
+def test_sure_passes_that_heard_plain_words_overrule_the_first_decoder():
+    """A name the stock model read into everyday speech ("Cara Cara Cara" for "car park office")
+    is refuted when every pass heard words there, sure of each, with no more than two spoken
+    symbols, and found nothing; an unsure pass, a pass that found something there, a pass that
+    heard nothing there, or one that heard digits is no such opinion."""
+    from deid_speech.pipeline import refuted
+
+    span = Span(1.0, 2.5, "PERSON", 0.8, "name-list", "Cara Cara Cara")
+
+    def heard(words, found=()):
+        return Transcript.from_words(words), list(found)
+
+    plain = [("car", 1.0, 1.4, 0.9), ("park", 1.5, 1.9, 0.8), ("office", 2.0, 2.5, 0.95)]
+    assert refuted(span, [heard(plain), heard(plain)])
+    assert refuted(span, [heard(plain), heard([("car", 1.0, 1.4, 0.9), ("park", 1.5, 1.9, 0.8), ("five", 2.0, 2.2, 0.9),
+                                             ("B", 2.25, 2.45, 0.9)])])  # two symbols: a block number, plain enough
+    assert not refuted(span, [heard(plain), heard([("car", 1.0, 1.4, 0.9), ("five", 1.5, 1.9, 0.9), ("five", 2.0, 2.2, 0.9),
+                                                   ("B", 2.25, 2.45, 0.9)])])  # three
+    assert not refuted(span, [heard(plain), heard([("car", 1.0, 1.4, 0.9), ("Kara", 1.5, 1.9, 0.29)])])
+    assert not refuted(span, [heard(plain), heard(plain, [Span(1.5, 1.9, "PERSON")])])
+    assert not refuted(span, [heard(plain), heard([("later", 4.0, 4.5, 0.9)])])
+    assert not refuted(span, [heard(plain), heard([("nine", 1.0, 1.3, 0.9), ("one", 1.4, 1.7, 0.9),
+                                                   ("two", 1.8, 2.1, 0.9)])])
+
+
+def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_plain_words():
+    """Through redact: the stock model's "Cara Cara Cara" is refuted by two passes that heard
+    "car park office" (the report counts it), kept with one pass (one opinion is no majority),
+    and the phone number both decoders heard stays redacted."""
+    from deid_speech.ner.base import span_from_words
+
+    first_text = "hello Cara Cara Cara my number is nine one two three four five six seven thank you"
+    plain_text = "hello car park office my number is nine one two three four five six seven thank you"
+
+    class Names:
+        name = "names"
+
+        def detect(self, transcript):
+            ws = [w for w in transcript.words if w.text == "Cara"]
+            return [span_from_words(transcript, ws, "PERSON", 0.55, "name-list")] if ws else []
+
+    class Sure:
+        name = "sure"
+
+        def recognize(self, audio, progress=None):
+            t = make_transcript(plain_text, word_dur=0.2, gap=0.05, t0=0.5)
+            return Recognition(Transcript.from_words([(w.text, w.start, w.end, 0.9) for w in t.words]))
+
+    audio = (0.1 * np.sin(np.arange(8 * 16000) / 7.0)).astype(np.float32)
+    for passes, kept in ((2, False), (1, True)):
+        r = Redactor(RedactConfig(verify=True, verify_passes=passes), asr=FakeAsr(first_text),
+                     detectors=[PatternDetector(), Names()], verifier=Sure())
+        result = r.redact_tracks([(None, audio)], (8.0, 16000, 1))
+        assert ("PERSON" in [s.label for s in result.spans]) is kept
+        assert "PHONE" in [s.label for s in result.spans]
+        assert result.verification["refuted"] == (0 if kept else 1)
+
+
 def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacted():
     """``--verifier A,B``: pass k is decoded by the (k mod 2)-th model, each hearing its pass's
     own audio (pass 0 the audio itself, pass k > 0 its dither); the card that only B hears
@@ -303,7 +361,7 @@ def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacte
     assert np.array_equal(a.heard[0], audio) and not np.array_equal(b.heard[0], audio)
     assert not np.array_equal(a.heard[1], b.heard[0])  # passes 1 and 2: dithers of their own
     assert sorted(s.label for s in result.spans) == ["CREDIT_CARD", "PHONE"]
-    assert result.verification == {"by": "A,B", "passes": 3, "added": result.verification["added"]}
+    assert result.verification == {"by": "A,B", "passes": 3, "added": result.verification["added"], "refuted": 0}
     assert ByPass([a]) is a  # one model is itself
     assert RedactConfig(verifier=" tiny.en-sg , base-sg ").verifiers == ("tiny.en-sg", "base-sg")
 
@@ -394,7 +452,7 @@ def test_the_verifier_can_be_a_whisper_model_and_needs_verify(monkeypatch):
     r = Redactor(RedactConfig(verify=True, verifier="tiny.en-sg", verify_in_helper=False), asr=FakeAsr(),
                  detectors=[PatternDetector()])
     assert built == ["tiny.en-sg"] and r.verifier.name == "tiny.en-sg"
-    assert r.verify(np.zeros(16000, np.float32), []) == []
+    assert r.verify(np.zeros(16000, np.float32), []) == SecondOpinion([], [])
     with pytest.raises(DeidError, match="which is off here"):
         RedactConfig(verifier="e2e", verify=False)
 

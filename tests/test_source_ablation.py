@@ -52,7 +52,7 @@ def found(variant: str) -> tuple[list[str], list[str]]:
         r = Redactor(RedactConfig(verify=False), asr=Asr(), detectors=[Fixed()])
         mono = np.zeros(16000, dtype=np.float32)
         first = r.detect(Asr().transcribe(mono))
-        added = r.verify(mono, first, [Later()])
+        added = r.verify(mono, first, [Later()]).added
     return sorted(s.source for s in first), sorted(s.source for s in added)
 
 

@@ -98,6 +98,47 @@ class RedactConfig:
         return bool(self.verify or systems.get(self.system).verify)
 
 
+# the second opinion overrules the first decoder only where each pass heard plain words it was
+# sure of: every word's probability at least SURE_PROB, at most PLAIN_SYMBOLS spoken digits or
+# letters among them (docs/results.md §0ak)
+SURE_PROB = 0.3
+PLAIN_SYMBOLS = 2
+
+
+@dataclass(frozen=True)
+class SecondOpinion:
+    """What the verifier's passes say of a first redaction (:meth:`Redactor.verify`): the spans
+    they add, and the first spans they refute (:func:`refuted`)."""
+
+    added: list[Span]
+    refuted: list[Span]
+
+    def applied(self, spans: list[Span]) -> list[Span]:
+        """``spans`` without the refuted ones, and with the added ones."""
+        return [s for s in spans if s not in self.refuted] + self.added
+
+
+def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
+    """Whether every pass (its transcript and the spans found in it) contradicts ``span``: it
+    found nothing that overlaps it, and heard words there (none would be no opinion), each
+    with a probability of at least :data:`SURE_PROB`, holding at most :data:`PLAIN_SYMBOLS`
+    spoken digits or letters. Stock tiny.en reads garbled speech as names and numbers
+    ("Members get seasoned parking", "Cara Cara Cara" for "car park office"); two models that
+    hear it as the everyday words it was ("members get season parking") overrule it. A name
+    the passes were unsure of ("not to Salahini bhi lahit" for "Dr Sami Nipilai") stays."""
+    from deid_speech.spoken import normalize_tokens
+
+    for transcript, found in passes:
+        if any(span.overlaps(f) for f in found):
+            return False
+        words = [w for w in transcript.words if w.start < span.end and span.start < w.end]
+        if not words or min(w.prob for w in words) < SURE_PROB:
+            return False
+        if sum(len(sym.text) for _, _, sym in normalize_tokens([w.text for w in words])) > PLAIN_SYMBOLS:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class RedactResult:
     audio: Audio | None  # the redacted audio (None where redact_file streamed it straight to disk)
@@ -105,7 +146,7 @@ class RedactResult:
     transcript: Transcript
     redacted: Transcript  # the transcript with every span's words replaced by its label's text operator
     uncovered: list[tuple[float, float]] = field(default_factory=list)
-    verification: dict | None = None  # {"by": verifier, "passes": k, "added": n} when --verify ran
+    verification: dict | None = None  # {"by": verifier, "passes": k, "added": n, "refuted": m} when --verify ran
     channels: list[dict] = field(default_factory=list)  # per channel, when channels differ:
     # {"channel", "transcript", "redacted" (Transcripts), "spans" (that channel's)}
     blanks: list[Span] = field(default_factory=list)  # beeped too: uncovered speech (--uncovered beep)
@@ -377,7 +418,7 @@ class Redactor:
             return [_Later(self.verifier, mono, k) for k in passes]
         return submit(mono, tuple(passes))
 
-    def verify(self, mono, spans: list[Span], heard: list | None = None) -> list[Span]:
+    def verify(self, mono, spans: list[Span], heard: list | None = None) -> SecondOpinion:
         """A second opinion: let the verifier (another decoder: by default tiny.en-sg and
         base-sg taking turns by pass, fine-tunes that hear Singlish PII the stock model misses;
         or the e2e model)
@@ -393,19 +434,28 @@ class Redactor:
         It listens ``verify_passes`` times: pass k > 0 hears the audio with an inaudible
         dither drawn from seed k (:func:`deid_speech.audio.dither`), so the same audio always
         gets the same redaction, and what one decoding missed another may catch (§0r).
-        ``heard``: the handles of :meth:`listen`, when it was called before the first decoding."""
+        ``heard``: the handles of :meth:`listen`, when it was called before the first decoding.
+
+        The passes also overrule the first decoder (:func:`refuted`): a span of ``spans`` that
+        no pass found anything in, where every pass heard plain words it was sure of, is
+        dropped (a Whisper verifier of two or more passes; the e2e model gives no word
+        probabilities)."""
         from deid_speech import timing
         from deid_speech.intervals import covered, union
         from deid_speech.redact import redaction_regions
 
         added: list[Span] = []
+        passes: list[tuple[Transcript, list[Span]]] = []
         with timing.stage("verification", absorb=True):
             for pending in heard if heard is not None else self.listen(mono):
                 regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
                 transcript = pending.result().transcript
+                found = self.detect(transcript)
+                passes.append((transcript, found))
                 added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
-                          for s in self.detect(transcript) if s.duration - covered(s.start, s.end, regions) > 0.05]
-        return added
+                          for s in found if s.duration - covered(s.start, s.end, regions) > 0.05]
+            overrules = len(passes) >= 2 and self.config.verifier != "e2e"
+            return SecondOpinion(added, [s for s in spans if overrules and refuted(s, passes)])
 
     def redact(self, audio: Audio, progress=None, in_place: bool = False) -> RedactResult:
         """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
@@ -428,7 +478,7 @@ class Redactor:
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
-        added_total, uncovered = 0, []
+        added_total, refuted_total, uncovered = 0, 0, []
         for channel, mono in _timed(tracks):
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
@@ -442,16 +492,17 @@ class Redactor:
             # holds) its own, a verifier in this process its pending passes (a long call's memory, §0aj)
             del mono
             if self.verifier is not None:
-                added = self.verify(None, spans, heard)
-                added_total += len(added)
-                spans = merge_spans(spans + added)
+                opinion = self.verify(None, spans, heard)
+                added_total, refuted_total = added_total + len(opinion.added), refuted_total + len(opinion.refuted)
+                spans = merge_spans(opinion.applied(spans))
             found += spans
             per.append((channel, transcript, spans))
             del heard  # the next channel's track is read (a file streamed) with this one let go
         if len(per) > 1:  # a value one speaker said and the other repeats ("Jason Lim" ... "Mr Lim")
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
         spans = merge_spans(found)
-        verification = ({"by": self.verifier.name, "passes": self.config.verify_passes, "added": added_total}
+        verification = ({"by": self.verifier.name, "passes": self.config.verify_passes, "added": added_total,
+                         "refuted": refuted_total}
                         if self.verifier is not None else None)
         text = TextRedactor(self.config.redact)  # one per call: numbering and surrogates agree across channels
         redacted = [redact_transcript(tr, spans, text) for _, tr, _ in per]
