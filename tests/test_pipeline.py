@@ -279,9 +279,10 @@ def test_the_verifier_listens_again_to_dithered_audio_and_what_any_pass_finds_is
 
 def test_sure_passes_that_heard_plain_words_overrule_the_first_decoder():
     """A name the stock model read into everyday speech ("Cara Cara Cara" for "car park office")
-    is refuted when every pass heard words there, sure of each, with no more than two spoken
-    symbols, and found nothing; an unsure pass, a pass that found something there, a pass that
-    heard nothing there, or one that heard digits is no such opinion."""
+    is refuted when every pass heard words there, sure of each, none a capitalised listed name,
+    with no more than two spoken symbols, and found nothing; an unsure pass, a pass that found
+    something there, a pass that heard nothing or a name there, or one that heard digits is no
+    such opinion."""
     from deid_speech.pipeline import refuted
 
     span = Span(1.0, 2.5, "PERSON", 0.8, "name-list", "Cara Cara Cara")
@@ -298,6 +299,9 @@ def test_sure_passes_that_heard_plain_words_overrule_the_first_decoder():
     assert not refuted(span, [heard(plain), heard([("car", 1.0, 1.4, 0.9), ("Kara", 1.5, 1.9, 0.29)])])
     assert not refuted(span, [heard(plain), heard(plain, [Span(1.5, 1.9, "PERSON")])])
     assert not refuted(span, [heard(plain), heard([("later", 4.0, 4.5, 0.9)])])
+    # a name the pass heard but no detector flagged (spaCy tags "Emily," ADV) is no everyday word
+    assert not refuted(span, [heard(plain), heard([("Emily,", 1.0, 1.4, 0.9), ("is", 1.5, 1.9, 0.9)])])
+    assert refuted(span, [heard(plain), heard([("emily", 1.0, 1.4, 0.9), ("is", 1.5, 1.9, 0.9)])])
     assert not refuted(span, [heard(plain), heard([("nine", 1.0, 1.3, 0.9), ("one", 1.4, 1.7, 0.9),
                                                    ("two", 1.8, 2.1, 0.9)])])
 

@@ -118,11 +118,20 @@ class SecondOpinion:
         return [s for s in spans if s not in self.refuted] + self.added
 
 
+def _named(token: str) -> bool:
+    """A capitalised word of the name list ("Emily,"): no everyday word, even where no detector
+    took it for a name (spaCy tags "Emily," ADV)."""
+    from deid_speech.ner.spacy_ner import listed_names
+
+    word = token.strip(" .,?!;:\"'")
+    return word[:1].isupper() and word.lower() in listed_names()
+
+
 def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     """Whether every pass (its transcript and the spans found in it) contradicts ``span``: it
     found nothing that overlaps it, and heard words there (none would be no opinion), each
-    with a probability of at least :data:`SURE_PROB`, holding at most :data:`PLAIN_SYMBOLS`
-    spoken digits or letters. Stock tiny.en reads garbled speech as names and numbers
+    with a probability of at least :data:`SURE_PROB`, none a capitalised listed name, holding
+    at most :data:`PLAIN_SYMBOLS` spoken digits or letters. Stock tiny.en reads garbled speech as names and numbers
     ("Members get seasoned parking", "Cara Cara Cara" for "car park office"); two models that
     hear it as the everyday words it was ("members get season parking") overrule it. A name
     the passes were unsure of ("not to Salahini bhi lahit" for "Dr Sami Nipilai") stays."""
@@ -132,7 +141,7 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
         if any(span.overlaps(f) for f in found):
             return False
         words = [w for w in transcript.words if w.start < span.end and span.start < w.end]
-        if not words or min(w.prob for w in words) < SURE_PROB:
+        if not words or min(w.prob for w in words) < SURE_PROB or any(_named(w.text) for w in words):
             return False
         if sum(len(sym.text) for _, _, sym in normalize_tokens([w.text for w in words])) > PLAIN_SYMBOLS:
             return False
