@@ -99,8 +99,8 @@ class RedactConfig:
 
 
 # the second opinion overrules the first decoder only where each pass heard plain words it was
-# sure of: every word's probability at least SURE_PROB, at most PLAIN_SYMBOLS spoken digits or
-# letters among them (docs/results.md §0ak)
+# sure of: every word's probability at least SURE_PROB, no capitalised listed name, at most
+# PLAIN_SYMBOLS spoken digits or letters among them (docs/results.md §0ak)
 SURE_PROB = 0.3
 PLAIN_SYMBOLS = 2
 
@@ -122,19 +122,21 @@ def _named(token: str) -> bool:
     """A capitalised word of the name list ("Emily,"): no everyday word, even where no detector
     took it for a name (spaCy tags "Emily," ADV)."""
     from deid_speech.ner.spacy_ner import listed_names
+    from deid_speech.spoken import clean_token
 
-    word = token.strip(" .,?!;:\"'")
-    return word[:1].isupper() and word.lower() in listed_names()
+    first = next((c for c in token if c.isalpha()), "")
+    return first.isupper() and clean_token(token) in listed_names()
 
 
 def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     """Whether every pass (its transcript and the spans found in it) contradicts ``span``: it
     found nothing that overlaps it, and heard words there (none would be no opinion), each
     with a probability of at least :data:`SURE_PROB`, none a capitalised listed name, holding
-    at most :data:`PLAIN_SYMBOLS` spoken digits or letters. Stock tiny.en reads garbled speech as names and numbers
-    ("Members get seasoned parking", "Cara Cara Cara" for "car park office"); two models that
-    hear it as the everyday words it was ("members get season parking") overrule it. A name
-    the passes were unsure of ("not to Salahini bhi lahit" for "Dr Sami Nipilai") stays."""
+    at most :data:`PLAIN_SYMBOLS` spoken digits or letters. Stock tiny.en reads garbled speech
+    as names and numbers ("Members get seasoned parking", "Cara Cara Cara" for "car park
+    office"); two models that hear it as the everyday words it was ("members get season
+    parking") overrule it. A name the passes were unsure of ("not to Salahini bhi lahit" for
+    "Dr Sami Nipilai") stays."""
     from deid_speech.spoken import normalize_tokens
 
     for transcript, found in passes:
