@@ -172,6 +172,32 @@ def test_emails_as_whisper_writes_them_are_detected(text, value):
     assert ("EMAIL", value) in found(text)
 
 
+@pytest.mark.parametrize("text,value", [
+    # "at" misheard before a mail provider, no cue: the word in its place is taken for it
+    ("back, diva dot zah bing day day that's hotmail dot com correct",
+     "diva dot zah bing day day that's hotmail dot com"),
+    ("it's kelvin tan and gmail .com can", "kelvin tan and gmail .com"),
+    ("is priya eight eight it yahoo dot com dot sg", "priya eight eight it yahoo dot com dot sg"),
+    # the local part's words that a dot joins use none of its four-word budget
+    ("earn a net dot xanthi ah ah at moh dot edu dot sg", "earn a net dot xanthi ah ah at moh dot edu dot sg"),
+    ("lim dot wei dot ling dot tan at gmail dot com", "lim dot wei dot ling dot tan at gmail dot com"),
+])
+def test_emails_whose_at_was_misheard_or_whose_local_part_is_dotted_are_detected(text, value):
+    assert ("EMAIL", value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I use hotmail dot com for everything",
+    "my hotmail dot com account got hacked",
+    "the new hotmail dot com is slow",
+    "is it on yahoo dot com or gmail dot com",
+    "just go gmail .com and sign up",
+    "the website dot com is down",
+])
+def test_a_provider_or_domain_without_a_local_part_is_no_email(text):
+    assert found(text) == []
+
+
 def test_a_plain_web_address_is_not_an_email_when_nothing_precedes_it():
     assert found("visit .com for more") == []
 

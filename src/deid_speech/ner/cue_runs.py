@@ -63,7 +63,7 @@ from __future__ import annotations
 import re
 
 from deid_speech.ner.base import register, span_from_words
-from deid_speech.ner.patterns import CUES, NON_PII_AFTER, NON_PII_BEFORE, cue_label, id_label
+from deid_speech.ner.patterns import CUES, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
 from deid_speech.spoken import REPEAT_WORDS, WEAK_WORDS, clean_token, token_symbols
@@ -102,7 +102,6 @@ STOPS = frozenset("then thanks thank okay ok but because cause please yes yeah r
 # a bare "number" is a cue whose label the nearest specific cue before it gives, else the shape
 GENERIC_CUES = frozenset("number no. numbers".split())
 EMAIL_CUES = frozenset("email e-mail emails mail -mail".split())
-PROVIDERS = ("gmail", "hotmail", "yahoo", "outlook", "icloud", "singnet", "protonmail", "starhub", "mail")
 DOMAIN_WORDS = frozenset("com sg net org edu gov co my io biz info".split())
 DATE_CUES = frozenset("born birth birthday dob".split())
 _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thousand"}

@@ -32,9 +32,12 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    mentions); dates are the date detector's job. Spoken quantities are read as numbers:
    "eighty eight thousand four hundred" is 88400, not the digits 8800400.
 6. Emails are anchored on a top-level domain ("dot com", ".sg", "gmail.com") and extend
-   back over the domain, "at" and up to four local-part words (spelled letters and digits
-   do not count); "x@y.com" tokens too. With "at" the score is high; without (Whisper
-   glues "kneelingatpacific .net") it is lower, raised by an "email" cue.
+   back over the domain, "at" and up to four local-part words (spelled letters, digits and
+   a word that a "dot" follows do not count: "diva dot zah bing"); "x@y.com" tokens too.
+   With "at" the score is high; without (Whisper glues "kneelingatpacific .net") it is
+   lower, raised by an "email" cue. Before a mail provider ("hotmail dot com") the word
+   in the place of "at" is taken for it whatever was heard ("day day that's hotmail dot
+   com"), and a local part before it makes an address with no cue.
 """
 from __future__ import annotations
 
@@ -64,6 +67,12 @@ NON_PII_BEFORE = frozenset(
     "transaction quotation quote voucher promo code".split())
 NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometres".split())
 KNOWN_TLDS = frozenset("com sg net org edu gov co my io biz info uk au in id hk".split())
+# mail providers: "<local part> at hotmail dot com" is an address even where "at" was misheard
+# ("day day that's hotmail dot com") and no cue was heard; "mail" alone is too common a word
+PROVIDERS = ("gmail", "hotmail", "yahoo", "outlook", "icloud", "singnet", "protonmail", "starhub", "mail")
+MAIL_PROVIDERS = frozenset(PROVIDERS[:-1])
+# words before a provider that make it an account or a service, not an address ("my hotmail")
+OWNERS = frozenset("my your his her our their the a new old use using on in or".split())
 EMAIL_STOP = frozenset(
     "is my email e-mail address the it's its it to me send please can you your mail id and or "
     "was also just use using for".split())
@@ -288,6 +297,9 @@ class PatternDetector:
                 return True
             return bool(re.search(r"[a-z0-9]\.(?:" + "|".join(KNOWN_TLDS) + r")$", toks[k]))
 
+        def dot_joined(k: int) -> bool:
+            return is_dot(k + 1) or (k > 0 and is_dot(k - 1))
+
         out: list[Span] = []
         k = 0
         while k < n:
@@ -305,30 +317,40 @@ class PatternDetector:
             # extend over further ".sg" / "dot sg"
             while end + 1 < n and (is_tld(end + 1) or (is_dot(end + 1) and end + 2 < n and is_tld(end + 2))):
                 end += 1 if is_tld(end + 1) else 2
-            start, budget, has_at = k, 4, False
+            # "hotmail dot com", "hotmail .com": the word before the provider is "at", as heard or not
+            provider = next((j for j in (k - 2 if k >= 2 and is_dot(k - 1) else None, k - 1 if dotted[k] else None)
+                             if j is not None and j >= 0 and toks[j] in MAIL_PROVIDERS), None)
+            start, budget, has_at, slot = k, 4, False, False
             while start - 1 >= 0:
                 j = start - 1
                 t = toks[j]
+                glue = is_dot(j) or dotted[j] or t in ("underscore", "dash", "hyphen")
                 if t in ("at", "@"):
                     if has_at:
                         break
                     has_at = True
-                elif is_dot(j) or dotted[j] or t in ("underscore", "dash", "hyphen"):
+                elif glue:
                     pass
+                elif provider is not None and j == provider - 1 and t not in OWNERS and t.replace("'", "").isalpha() \
+                        and not words[j].text.rstrip().endswith((",", "?", "!", ".")):
+                    slot = True  # "that's hotmail", "and gmail": a misheard "at"
                 elif t in EMAIL_STOP or not t or words[j].text.rstrip().endswith((",", "?", "!")) \
-                        or (words[j].text.rstrip().endswith(".") and not dotted[j + 1] and not is_dot(j + 1)):
+                        or (words[j].text.rstrip().endswith(".") and not dotted[j + 1] and not is_dot(j + 1)) \
+                        or ((has_at or slot) and is_tld(j)):  # another address's domain
                     break
-                elif not (len(t) == 1 or t in DIGIT_WORDS):
+                elif not (len(t) == 1 or t in DIGIT_WORDS or ((has_at or slot) and dot_joined(j))):
+                    # the local part's words that a dot joins ("diva dot zah") are free
                     if budget == 0:
                         break
                     budget -= 1
                 start = j
             cue = any(t in ("email", "e-mail", "mail", "emails") for t in toks[max(0, start - 8):start])
             glued = any(re.search(r"[a-z]at[a-z]", t) for t in toks[start:k])  # "kneelingatpacific"
-            if (start == k and not re.search(r"[a-z0-9]\.", toks[k])) or not (has_at or cue or glued):
+            local = slot and start < provider - 1  # a local part before "(at) hotmail"
+            if (start == k and not re.search(r"[a-z0-9]\.", toks[k])) or not (has_at or cue or glued or local):
                 k = end + 1
                 continue
-            score = SCORE_VALID if has_at else (SCORE_SHAPE if cue else SCORE_WEAK)
+            score = SCORE_VALID if has_at else (SCORE_SHAPE if cue or local else SCORE_WEAK)
             out.append(span_from_words(transcript, list(words[start:end + 1]), "EMAIL", score, self.name))
             k = end + 1
         return out
