@@ -335,8 +335,7 @@ class PatternDetector:
                         and not words[j].text.rstrip().endswith((",", "?", "!", ".")):
                     slot = True  # "that's hotmail", "and gmail": a misheard "at"
                 elif t in EMAIL_STOP or not t or words[j].text.rstrip().endswith((",", "?", "!")) \
-                        or (words[j].text.rstrip().endswith(".") and not dotted[j + 1] and not is_dot(j + 1)) \
-                        or ((has_at or slot) and is_tld(j)):  # another address's domain
+                        or (words[j].text.rstrip().endswith(".") and not dotted[j + 1] and not is_dot(j + 1)):
                     break
                 elif not (len(t) == 1 or t in DIGIT_WORDS or ((has_at or slot) and dot_joined(j))):
                     # the local part's words that a dot joins ("diva dot zah") are free
