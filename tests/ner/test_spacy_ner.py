@@ -179,6 +179,21 @@ def test_a_name_slot_after_an_introduction_is_redacted_whatever_the_spelling(det
     assert any(lab == "PERSON" and name in t for lab, t in found(det, text))
 
 
+def test_a_name_before_here_in_an_introduction_is_redacted_and_a_place_is_not(det):
+    from deid_speech.types import Transcript
+
+    assert any(lab == "PERSON" and "Gabriel Pereira" in t
+               for lab, t in found(det, "Hi, FitZone Tampines, Gabriel Pereira here, how can I help?"))
+    # the recogniser's garbled name: doubted words before "here" ("Kelvin Goh" as "be more")
+    garbled = Transcript.from_words([("renovation,", 0, .8), ("can", .9, 1.0), ("be", 1.0, 1.2, .31),
+                                     ("more", 1.2, 1.5, .08), ("here.", 1.5, 1.8), ("Hi.", 2.0, 2.2)])
+    assert [s.text for s in det.detect(garbled) if s.label == "PERSON"] == ["be more"]
+    for text in ("Okay, come here.", "Wait, over here.", "Ya, I'm here.", "Sorry, not here.", "Okay, we are here.",
+                 "Eh, sit here lah.", "The parcel, put it here.", "hello, I moved here, I'm at the bay",
+                 "I live near here.", "Ok, can park here?"):
+        assert not any(lab == "PERSON" for lab, _ in found(det, text)), text
+
+
 @pytest.mark.parametrize("text", ["Sure, may I have your full name please? My name is",
                                   "first name please, and then the surname", "your full name please?"])
 def test_please_after_a_name_question_is_no_name(det, text):

@@ -15,7 +15,9 @@
   the models learned, and spaCy types such a name ORG or nothing.
 * Name slots take the words after an introduction whatever the recogniser made of them
   ("my name (is) X", "first name X", "name on card X", "your name please? X"), the words
-  before ", speaking", and any run of three or more spelled letters with no number beside it.
+  before ", speaking", the capitalised or doubted words of a short clause that "here" ends
+  ("Tampines, Gabriel Pereira here"), and any run of three or more spelled letters with no
+  number beside it.
 * A spoken-date grammar finds "twelfth of March nineteen eighty seven", "March 3rd",
   "3/12/1987", and digit strings after "date of birth".
 """
@@ -221,6 +223,12 @@ SPELLED_MIN = 3  # this many spelled letters in a row ("O N G") are a name or an
 # unless a number is next to them (a car plate: "S L A eight five two K", found by the patterns)
 _NUMBER_WORDS = frozenset("zero oh one two three four five six seven eight nine ten double triple".split())
 BEFORE_SPEAKING = re.compile(r",?\s+speaking\b", re.IGNORECASE)  # "Office, Selvam speaking"
+# "FitZone Tampines, Gabriel Pereira here, how can I help?": the capitalised or doubted words of a
+# clause of at most three words that "here" ends are an introduction; not "come here", "Over here"
+BEFORE_HERE = re.compile(r"(?:^|[,.?!])\s*((?:[A-Za-z'-]+\s+){1,3})here(?=\s*[,.?!]|\s*$)", re.IGNORECASE)
+NOT_BEFORE_HERE = frozenset("come came over sit stay wait park put leave right up down out in near around there go "
+                            "get got live work be been still only all everything nothing we're you're they're "
+                            "are were am new currently just move moved".split())
 DOUBT = 0.5  # a word the recogniser gave less probability than this is doubted
 
 
@@ -411,6 +419,14 @@ class SpacyDetector:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
         for m in BEFORE_SPEAKING.finditer(text):
             ws = name_before(transcript, m.start())
+            if ws:
+                out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
+        for m in BEFORE_HERE.finditer(text):
+            ws: list[Word] = []
+            for w in reversed(name_before(transcript, m.end(1))):
+                if w.prob >= DOUBT and (w.text.strip(" .,?!").lower() in NOT_BEFORE_HERE or not w.text[:1].isupper()):
+                    break  # a name is capitalised or doubted: not "come here", "moved here"
+                ws.insert(0, w)
             if ws:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
         for run in spelled_runs(transcript.words):
