@@ -239,6 +239,19 @@ def test_letters_next_to_a_number_or_fewer_than_three_are_not_a_spelled_name(det
     assert spelled_runs(make_transcript(text).words) == []
 
 
+@pytest.mark.parametrize("acronym,other,run", [
+    ("my account with P -O -S -B lah", "my account with P -O -K -B lah", "P -O -K -B"),
+    ("ninety cents, G S T included", "ninety cents, G S K included", "G S K"),
+    ("the H S B C card", "the H S B K card", "H S B K"),
+    ("FIN is F I N, I tell you", "FIN is F I K, I tell you", "F I K,"),  # "I" after a comma: the pronoun
+])
+def test_letters_that_spell_a_common_acronym_are_not_a_spelled_name(acronym, other, run):
+    from deid_speech.ner.spacy_ner import spelled_runs
+
+    assert spelled_runs(make_transcript(acronym).words) == []
+    assert [" ".join(w.text for w in r) for r in spelled_runs(make_transcript(other).words)] == [run]
+
+
 @pytest.mark.parametrize("text", [
     "four Queen of clubs, then the Jack of hearts",   # playing cards stay audible
     "the King of spades and the Queen of diamonds",

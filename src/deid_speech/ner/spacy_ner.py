@@ -17,7 +17,7 @@
   ("my name (is) X", "first name X", "name on card X", "your name please? X"), the words
   before ", speaking", the capitalised or doubted words of a short clause that "here" ends
   ("Tampines, Gabriel Pereira here"), and any run of three or more spelled letters with no
-  number beside it.
+  number beside it that spells no common acronym ("P O S B", "G S T").
 * A spoken-date grammar finds "twelfth of March nineteen eighty seven", "March 3rd",
   "3/12/1987", and digit strings after "date of birth".
 """
@@ -221,6 +221,9 @@ NAME_SLOT_CUES = re.compile(r"\b(?:"
                             re.IGNORECASE)
 SPELLED_MIN = 3  # this many spelled letters in a row ("O N G") are a name or an address spelled out,
 # unless a number is next to them (a car plate: "S L A eight five two K", found by the patterns)
+# or they spell an acronym that callers say letter by letter (a bank, an agency, a tax)
+ACRONYMS = frozenset("posb hsbc dbs ocbc uob cimb rhb icbc gst fin nric cpf hdb lta ica iras moe moh mom nea "
+                     "sgh nuh ttsh kkh cgh mrt lrt atm otp sms usb ktv".split())
 _NUMBER_WORDS = frozenset("zero oh one two three four five six seven eight nine ten double triple".split())
 BEFORE_SPEAKING = re.compile(r",?\s+speaking\b", re.IGNORECASE)  # "Office, Selvam speaking"
 # "FitZone Tampines, Gabriel Pereira here, how can I help?": the capitalised or doubted words of a
@@ -279,7 +282,10 @@ def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[
         if k < len(words) and _is_letter(words[k]):
             cur.append(k)
             continue
-        if len(cur) >= min_len and not (numeric(cur[0] - 1) or numeric(cur[-1] + 1)):
+        if len(cur) > min_len and words[cur[-1]].text.strip() == "I" and words[cur[-2]].text.rstrip().endswith(","):
+            cur.pop()  # "F I N, I tell": the pronoun
+        letters = "".join(c for i in cur for c in words[i].text.lower() if c.isalpha())
+        if len(cur) >= min_len and not (numeric(cur[0] - 1) or numeric(cur[-1] + 1)) and letters not in ACRONYMS:
             runs.append([words[i] for i in cur])
         cur = []
     return runs
