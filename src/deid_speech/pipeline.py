@@ -394,6 +394,7 @@ class Redactor:
         from deid_speech import timing
         from deid_speech.ner.base import merge_spans
         from deid_speech.ner.patterns import lookalike
+        from deid_speech.ner.spacy_ner import name_part
 
         with timing.stage("detectors"):
             found: list[Span] = list(tagged)
@@ -404,6 +405,7 @@ class Redactor:
                     raise
                 except Exception as e:  # a detector that fails must fail loudly
                     raise DeidError(f"detector {d.name} failed: {e}") from e
+            found = [n for s in found if (n := name_part(s, transcript)) is not None]
             keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score
                                 and not lookalike(s, transcript)])
             return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)

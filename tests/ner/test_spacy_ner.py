@@ -274,3 +274,21 @@ def test_a_name_that_is_no_card_is_still_found(det, text, name):
 def test_particles_that_are_surnames_still_start_names(det, text, name):
     persons = [t for lab, t in found(det, text) if lab == "PERSON"]
     assert any(name in p for p in persons), found(det, text)
+
+
+def test_a_name_is_cut_before_a_number_string_and_dropped_when_it_starts_with_one():
+    from deid_speech.ner.spacy_ner import name_part
+    from deid_speech.types import Span
+
+    t = make_transcript("then Intercom Code 1 -2 -3 -4 ok")
+    whole = Span(t.words[1].start, t.words[6].end, "PERSON", 0.8, "ner")
+    cut = name_part(whole, t)
+    assert (cut.start, cut.end, cut.text) == (t.words[1].start, t.words[2].end, "Intercom Code")
+    assert name_part(Span(t.words[3].start, t.words[6].end, "PERSON", 0.8, "ner"), t) is None
+    same = Span(t.words[1].start, t.words[2].end, "PERSON", 0.8, "ner")
+    assert name_part(same, t) is same
+    code = Span(t.words[3].start, t.words[6].end, "NRIC", 0.8, "ner")
+    assert name_part(code, t) is code  # other labels as they are
+    garbled = make_transcript("is Nerf 100 into snail")  # "Nur Farhana binte Ismail"
+    one = Span(garbled.words[1].start, garbled.words[2].end, "PERSON", 0.8, "ner")
+    assert name_part(one, garbled) is one  # one numeral word may be the garbled name

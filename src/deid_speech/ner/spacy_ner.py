@@ -262,6 +262,25 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
     return out
 
 
+def name_part(span: Span, transcript: Transcript) -> Span | None:
+    """A PERSON span of any detector (the trained NER's too) cut before its first word that
+    holds a numeral, when two or more such words follow: a name holds no digits, and spaCy
+    runs a garbled name or a code into the numbers after it ("Intercom Code 1 -2 -3 -4",
+    "I. Estable 8 -1 -2"). One numeral word stays: it may be the garbled name itself ("Nerf
+    100" for "Nur Farhana"). None when nothing is left; other labels, and other names, as
+    they are."""
+    if span.label != "PERSON":
+        return span
+    ws = [w for w in transcript.words if w.start < span.end and span.start < w.end]
+    numeral = [k for k, w in enumerate(ws) if any(c.isdigit() for c in w.text)]
+    if len(numeral) < 2:
+        return span
+    cut = numeral[0]
+    if cut == 0:
+        return None
+    return span_from_words(transcript, ws[:cut], span.label, span.score, span.source)
+
+
 def _is_letter(w: Word) -> bool:
     return bool(re.fullmatch(r"-?[A-Za-z]\.?[,?!]?", w.text.strip()))
 
