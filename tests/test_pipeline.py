@@ -306,6 +306,28 @@ def test_sure_passes_that_heard_plain_words_overrule_the_first_decoder():
                                                    ("two", 1.8, 2.1, 0.9)])])
 
 
+def test_a_number_span_is_refuted_by_sure_enough_passes_that_heard_fewer_symbols_than_an_identifier():
+    """Twelve digits a noisy line gave the first decoder, where both passes heard "seven thirty,
+    table for ten" (730 10): refuted on the words' median probability, with up to six symbols;
+    seven symbols (an identifier's length), a pass unsure of most words, or a name span is no
+    such opinion."""
+    from deid_speech.pipeline import refuted
+
+    account = Span(1.0, 3.0, "BANK_ACCOUNT", 0.75, "patterns", "eight, four, three, four, seven, seven, 30, ...")
+
+    def heard(words):
+        return Transcript.from_words(words), []
+
+    table = [("other", 0.9, 1.1, 0.09), ("seven", 1.2, 1.4, 0.88), ("thirty,", 1.4, 1.7, 1.0),
+             ("table", 1.9, 2.2, 0.43), ("for", 2.3, 2.4, 0.52), ("ten", 2.5, 2.8, 0.6)]  # 730 10: five symbols
+    assert refuted(account, [heard(table), heard(table)])
+    assert not refuted(Span(1.0, 3.0, "PERSON", 0.75, "ner"), [heard(table), heard(table)])  # "other" 0.09
+    seven = table + [("eleven", 2.8, 2.95, 0.6)]  # 730 1011: seven symbols
+    assert not refuted(account, [heard(table), heard(seven)])
+    unsure = [(w, a, b, 0.2 if w != "thirty," else p) for w, a, b, p in table]
+    assert not refuted(account, [heard(table), heard(unsure)])
+
+
 def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_plain_words():
     """Through redact: the stock model's "Cara Cara Cara" is refuted by two passes that heard
     "car park office" (the report counts it), kept with one pass (one opinion is no majority),

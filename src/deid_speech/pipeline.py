@@ -100,9 +100,13 @@ class RedactConfig:
 
 # the second opinion overrules the first decoder only where each pass heard plain words it was
 # sure of: every word's probability at least SURE_PROB, no capitalised listed name, at most
-# PLAIN_SYMBOLS spoken digits or letters among them (docs/results.md §0ak)
+# PLAIN_SYMBOLS spoken digits or letters among them (docs/results.md §0ak). Over a number span
+# (a phone, an account, ...) the words' median probability is enough, and up to NUMBER_SYMBOLS
+# digits or letters: fewer than any identifier the pattern detectors report (7 digits), which
+# found nothing there (a noisy line's "seven thirty, table for ten" written as twelve digits, §0al)
 SURE_PROB = 0.3
 PLAIN_SYMBOLS = 2
+NUMBER_SYMBOLS = 6
 
 
 @dataclass(frozen=True)
@@ -136,16 +140,24 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     as names and numbers ("Members get seasoned parking", "Cara Cara Cara" for "car park
     office"); two models that hear it as the everyday words it was ("members get season
     parking") overrule it. A name the passes were unsure of ("not to Salahini bhi lahit" for
-    "Dr Sami Nipilai") stays."""
+    "Dr Sami Nipilai") stays. A number span (:data:`NUMBER_LABELS`) asks less: the words'
+    median probability at least :data:`SURE_PROB`, and at most :data:`NUMBER_SYMBOLS` symbols
+    ("seven thirty, table for ten", where a noisy line gave the first decoder twelve digits)."""
+    from statistics import median
+
+    from deid_speech.ner.patterns import NUMBER_LABELS
     from deid_speech.spoken import normalize_tokens
 
+    number = span.label in NUMBER_LABELS
     for transcript, found in passes:
         if any(span.overlaps(f) for f in found):
             return False
         words = [w for w in transcript.words if w.start < span.end and span.start < w.end]
-        if not words or min(w.prob for w in words) < SURE_PROB or any(_named(w.text) for w in words):
+        if not words or (median if number else min)(w.prob for w in words) < SURE_PROB \
+                or any(_named(w.text) for w in words):
             return False
-        if sum(len(sym.text) for _, _, sym in normalize_tokens([w.text for w in words])) > PLAIN_SYMBOLS:
+        symbols = sum(len(sym.text) for _, _, sym in normalize_tokens([w.text for w in words]))
+        if symbols > (NUMBER_SYMBOLS if number else PLAIN_SYMBOLS):
             return False
     return True
 
