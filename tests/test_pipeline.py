@@ -328,6 +328,19 @@ def test_a_number_span_is_refuted_by_sure_enough_passes_that_heard_fewer_symbols
     assert not refuted(account, [heard(table), heard(unsure)])
 
 
+def test_a_pass_that_skipped_words_in_a_span_gives_no_opinion():
+    """Both passes heard only "two two six five", sure of each, where the first decoder wrote all
+    ten digits of an account (2.6-6.8 s): they left 2.3 s of it without a word, so they skipped
+    words there and do not overrule it."""
+    from deid_speech.pipeline import refuted
+
+    account = Span(2.6, 6.8, "BANK_ACCOUNT", 0.75, "patterns", "3719042265")
+    tail = Transcript.from_words([("two", 4.9, 5.2, 0.97), ("two", 5.5, 5.7, 1.0), ("six", 5.8, 6.1, 1.0),
+                                  ("five,", 6.4, 6.8, 0.7)])
+    assert not refuted(account, [(tail, []), (tail, [])])
+    assert refuted(Span(4.8, 6.8, "BANK_ACCOUNT", 0.75, "patterns", "2265"), [(tail, []), (tail, [])])
+
+
 def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_plain_words():
     """Through redact: the stock model's "Cara Cara Cara" is refuted by two passes that heard
     "car park office" (the report counts it), kept with one pass (one opinion is no majority),

@@ -20,7 +20,7 @@ from deid_speech.redact import (
     repeat_mentions,
 )
 from deid_speech.systems import MAX_VERIFY_PASSES, RECOGNISER, VERIFIER, VERIFY_PASSES
-from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript
+from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript, Word
 
 SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
 # 3: operators per label (audio, text, padding before/after) replace mode/padding; a run of
@@ -107,6 +107,9 @@ class RedactConfig:
 SURE_PROB = 0.3
 PLAIN_SYMBOLS = 2
 NUMBER_SYMBOLS = 6
+# a pass that left this long a stretch of the span without a word skipped words there: no opinion
+# ("two two six five" heard where the first decoder wrote all ten digits of an account)
+MAX_UNHEARD = 1.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,15 @@ def _named(token: str) -> bool:
     return first.isupper() and clean_token(token) in listed_names()
 
 
+def _unheard(span: Span, words: list[Word]) -> float:
+    """The longest stretch of ``span`` that none of ``words`` covers, in seconds."""
+    longest, at = 0.0, span.start
+    for w in sorted(words, key=lambda w: w.start):
+        longest = max(longest, w.start - at)
+        at = max(at, w.end)
+    return max(longest, span.end - at)
+
+
 def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     """Whether every pass (its transcript and the spans found in it) contradicts ``span``: it
     found nothing that overlaps it, and heard words there (none would be no opinion), each
@@ -142,7 +154,9 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     parking") overrule it. A name the passes were unsure of ("not to Salahini bhi lahit" for
     "Dr Sami Nipilai") stays. A number span (:data:`NUMBER_LABELS`) asks less: the words'
     median probability at least :data:`SURE_PROB`, and at most :data:`NUMBER_SYMBOLS` symbols
-    ("seven thirty, table for ten", where a noisy line gave the first decoder twelve digits)."""
+    ("seven thirty, table for ten", where a noisy line gave the first decoder twelve digits).
+    A pass whose words leave more than :data:`MAX_UNHEARD` s of the span uncovered skipped
+    words there, and gives no opinion."""
     from statistics import median
 
     from deid_speech.ner.patterns import NUMBER_LABELS
@@ -154,7 +168,7 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
             return False
         words = [w for w in transcript.words if w.start < span.end and span.start < w.end]
         if not words or (median if number else min)(w.prob for w in words) < SURE_PROB \
-                or any(_named(w.text) for w in words):
+                or any(_named(w.text) for w in words) or _unheard(span, words) > MAX_UNHEARD:
             return False
         symbols = sum(len(sym.text) for _, _, sym in normalize_tokens([w.text for w in words]))
         if symbols > (NUMBER_SYMBOLS if number else PLAIN_SYMBOLS):
