@@ -178,9 +178,13 @@ def test_emails_as_whisper_writes_them_are_detected(text, value):
      "diva dot zah bing day day that's hotmail dot com"),
     ("it's kelvin tan and gmail .com can", "kelvin tan and gmail .com"),
     ("is priya eight eight it yahoo dot com dot sg", "priya eight eight it yahoo dot com dot sg"),
-    # the local part's words that a dot joins use none of its four-word budget
+    # the local part's words that a dot joins use none of its word budget
     ("earn a net dot xanthi ah ah at moh dot edu dot sg", "earn a net dot xanthi ah ah at moh dot edu dot sg"),
     ("lim dot wei dot ling dot tan at gmail dot com", "lim dot wei dot ling dot tan at gmail dot com"),
+    # six words besides "at": a garbled local part takes more words than were spoken
+    ("ya D but not got in date eight at hotmail dot com", "D but not got in date eight at hotmail dot com"),
+    ("so alpha bravo charlie delta echo foxtrot golf at gmail dot com",  # "gmail" is one of the six
+     "charlie delta echo foxtrot golf at gmail dot com"),
 ])
 def test_emails_whose_at_was_misheard_or_whose_local_part_is_dotted_are_detected(text, value):
     assert ("EMAIL", value) in found(text)

@@ -32,8 +32,9 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    mentions); dates are the date detector's job. Spoken quantities are read as numbers:
    "eighty eight thousand four hundred" is 88400, not the digits 8800400.
 6. Emails are anchored on a top-level domain ("dot com", ".sg", "gmail.com") and extend
-   back over the domain, "at" and up to four local-part words (spelled letters, digits and
-   a word that a "dot" follows do not count: "diva dot zah bing"); "x@y.com" tokens too.
+   back over the domain, "at" and the local part, up to six words besides "at" and the
+   top-level domain (spelled letters, digits, and the local part's words on either side of
+   a "dot" do not count: "diva dot zah bing"); "x@y.com" tokens too.
    With "at" the score is high; without (Whisper glues "kneelingatpacific .net") it is
    lower, raised by an "email" cue. Before a mail provider ("hotmail dot com") the word
    in the place of "at" is taken for it whatever was heard ("day day that's hotmail dot
@@ -73,6 +74,11 @@ PROVIDERS = ("gmail", "hotmail", "yahoo", "outlook", "icloud", "singnet", "proto
 MAIL_PROVIDERS = frozenset(PROVIDERS[:-1])
 # words before a provider that make it an account or a service, not an address ("my hotmail")
 OWNERS = frozenset("my your his her our their the a new old use using on in or".split())
+# an address's words before its top-level domain, "at" aside: this many at most (spelled letters,
+# digits and the local part's words a dot joins do not count); a garbled local part takes more
+# words than it was spoken with ("D but not got in date eight" for "deepa dot govind eight
+# eight"; 4 until session 39, §0al)
+LOCAL_WORDS = 6
 EMAIL_STOP = frozenset(
     "is my email e-mail address the it's its it to me send please can you your mail id and or "
     "was also just use using for".split())
@@ -320,7 +326,7 @@ class PatternDetector:
             # "hotmail dot com", "hotmail .com": the word before the provider is "at", as heard or not
             provider = next((j for j in (k - 2 if k >= 2 and is_dot(k - 1) else None, k - 1 if dotted[k] else None)
                              if j is not None and j >= 0 and toks[j] in MAIL_PROVIDERS), None)
-            start, budget, has_at, slot = k, 4, False, False
+            start, budget, has_at, slot = k, LOCAL_WORDS, False, False
             while start - 1 >= 0:
                 j = start - 1
                 t = toks[j]
