@@ -23,6 +23,10 @@ def found(text: str) -> list[tuple[str, str]]:
      "oh two seven, one two tree four five six"),
     ("IC number ess nine eight sex won too tree four dee", "NRIC", "ess nine eight sex won too tree four dee"),
     ("plate number S K V one two three four Z", "CAR_PLATE", "S K V one two three four Z"),
+    # PayNow is paid to a phone number, and Whisper often writes it "pay now"
+    ("can PayNow to nine one two three, four five six seven ok", "PHONE", "to nine one two three, four five six seven"),
+    ("pick it, pay now two plus six five, I don't know for eyes three three one eight lah", "PHONE",
+     "two plus six five, I"),
 ])
 def test_garbled_run_after_a_cue_is_captured_under_the_cue_label(text, label, value):
     assert (label, value) in found(text)
@@ -47,6 +51,9 @@ def test_low_probability_words_extend_a_cued_run():
     "account opened on the fifth, then can use",
     "card one two",
     "the passport photo must be taken at the shop",
+    "can pay now or later",
+    "pay now ten dollars only",
+    "pay now by card, two hundred dollars",
 ])
 def test_cue_words_followed_by_ordinary_speech_or_look_alikes_stay_audible(text):
     assert found(text) == []

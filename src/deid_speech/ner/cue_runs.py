@@ -8,7 +8,8 @@ accepts. The cue is the strongest signal left, so this detector trusts it.
 Rules (tests in tests/ner/test_cue_runs.py hold them):
 
 1. **Cues** are the label cue words of :data:`deid_speech.ner.patterns.CUES` ("IC",
-   "passport", "card", "plate", "account", "phone", "number", ...) and "email". The run
+   "passport", "card", "plate", "account", "phone", "PayNow" or "pay now", "number", ...)
+   and "email". The run
    must start within :data:`MAX_LEAD` tokens after the cue; only glue words ("is", "my",
    "number", "no", "it's", "uh", ...) and other cue words ("bank account") may stand
    between.
@@ -134,6 +135,8 @@ def _stem(t: str) -> str:
 
 def _cue_at(tokens: list[str], k: int) -> str | None:
     t = tokens[k]
+    if t == "now" and k > 0 and tokens[k - 1] == "pay":
+        t = "paynow"  # Whisper's "pay now" for PayNow, paid to a phone number
     if t in EMAIL_CUES:
         return "EMAIL"
     if t in DATE_CUES:

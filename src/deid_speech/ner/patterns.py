@@ -52,7 +52,7 @@ from deid_speech.types import Span, Transcript
 
 CUES: dict[str, frozenset[str]] = {
     "PHONE": frozenset("phone call contact hp handphone mobile whatsapp reach text sms tel "
-                       "telephone line".split()),
+                       "telephone line paynow".split()),
     "BANK_ACCOUNT": frozenset("account acct bank dbs posb ocbc uob savings giro transfer "
                               "maybank hsbc citibank".split()),
     "CREDIT_CARD": frozenset("card visa mastercard amex credit debit".split()),
