@@ -292,3 +292,17 @@ def test_a_name_is_cut_before_a_number_string_and_dropped_when_it_starts_with_on
     garbled = make_transcript("is Nerf 100 into snail")  # "Nur Farhana binte Ismail"
     one = Span(garbled.words[1].start, garbled.words[2].end, "PERSON", 0.8, "ner")
     assert name_part(one, garbled) is one  # one numeral word may be the garbled name
+
+
+def test_a_rare_word_is_a_name_and_a_dictionary_word_is_not(det):
+    """Whisper writes a name it does not know as a word its vocabulary spells in three or more
+    pieces; a rare English word, a short word, a month or an acronym is no such name."""
+    from deid_speech.ner.spacy_ner import _pieces, rare_words
+
+    garbles = ["lankrishnan", "supermanium", "biometricion", "chellum"]
+    text = "drive by a lankrishnan, want to see the supermanium and biometricion chellum ok"
+    assert [w.text.strip(",") for w in rare_words(make_transcript(text).words)] == garbles
+    assert all(_pieces()(w) >= 3 for w in garbles)
+    plain = "a superlative omelet in february at the ocbc worksheets renovation appointment"
+    assert rare_words(make_transcript(plain).words) == []
+    assert ("PERSON", "lankrishnan") in found(det, "drive by a lankrishnan, want to see you")

@@ -13,6 +13,9 @@
 * A single capitalised proper noun that the US Census name list holds is a name wherever it
   stands ("faced Gregson across the table"): real speech names people outside the phrasings
   the models learned, and spaCy types such a name ORG or nothing.
+* A rare word is a name wherever it stands: one that Whisper's own vocabulary spells in three
+  or more pieces and that no English dictionary holds ("lankrishnan" for "Balakrishnan",
+  "supermanium" for "Subramaniam"): Whisper writes a name it does not know that way.
 * Name slots take the words after an introduction whatever the recogniser made of them
   ("my name (is) X", "first name X", "name on card X", "your name please? X"), the words
   before ", speaking", the capitalised or doubted words of a short clause that "here" ends
@@ -388,6 +391,52 @@ def listed_names() -> frozenset[str]:
     return frozenset(path.read_text(encoding="utf-8").split())
 
 
+# a word that Whisper's own vocabulary spells in this many pieces or more is rare in English text:
+# a name ("jonathan", "priscilla"), or the recogniser's garble of one ("lankrishnan",
+# "supermanium", "biometricion")
+RARE_PIECES = 3
+RARE_MIN_LETTERS = 4
+
+
+@lru_cache(maxsize=1)
+def _pieces():
+    """Pieces of a lower-case word after a space, by the shipped e2e model's Whisper tokenizer
+    (the English BPE every Whisper model here shares; its added tag tokens never match a word)."""
+    from importlib import resources
+
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str((resources.files("deid_speech") / "models" / "e2e" / "tokenizer.json")
+                             .read_text(encoding="utf-8"))
+    return lambda word: len(tok.encode(" " + word, add_special_tokens=False).ids)
+
+
+@lru_cache(maxsize=1)
+def dictionary_words() -> frozenset[str]:
+    """The CMU Pronouncing Dictionary's words that :func:`rare_words` would otherwise take
+    (``data/words``; see its README): English words, spelled right, however rare."""
+    from importlib import resources
+
+    path = resources.files("deid_speech") / "data" / "words" / "cmudict-rare.txt"
+    return frozenset(path.read_text(encoding="utf-8").split())
+
+
+def rare_words(words) -> list[Word]:
+    """The words a name may hide in: alphabetic, at least :data:`RARE_MIN_LETTERS` letters,
+    spelled in :data:`RARE_PIECES` or more pieces of Whisper's vocabulary, in no English
+    dictionary (:func:`dictionary_words`: "superlative", "worksheets" stay), and no month,
+    acronym or word that announces something else. Whisper writes a name it does not know
+    as such a word ("lankrishnan" for "Balakrishnan", "supermanium" for "Subramaniam")."""
+    pieces, known = _pieces(), dictionary_words()
+    out = []
+    for w in words:
+        t = w.text.strip(" .,?!\"'").lower()
+        if (len(t) >= RARE_MIN_LETTERS and t.isalpha() and t not in known and t not in NOT_NAME_WORDS
+                and t not in NOT_NAMES and t not in MONTHS and t not in ACRONYMS and pieces(t) >= RARE_PIECES):
+            out.append(w)
+    return out
+
+
 @register("spacy")
 class SpacyDetector:
     """PERSON and DATE from a spaCy pipeline, plus name cues and the date grammar."""
@@ -456,6 +505,8 @@ class SpacyDetector:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
         for run in spelled_runs(transcript.words):
             out.append(span_from_words(transcript, run, "PERSON", 0.6, "spelled"))
+        for w in rare_words(transcript.words):
+            out.append(span_from_words(transcript, [w], "PERSON", 0.55, "rare-word"))
         for m in DATE_RX.finditer(text):
             add(m.start(), m.end(), "DATE", 0.85, "date-grammar")
         return out
