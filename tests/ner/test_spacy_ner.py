@@ -303,6 +303,7 @@ def test_a_rare_word_is_a_name_and_a_dictionary_word_is_not(det):
     text = "drive by a lankrishnan, want to see the supermanium and biometricion chellum ok"
     assert [w.text.strip(",") for w in rare_words(make_transcript(text).words)] == garbles
     assert all(_pieces()(w) >= 3 for w in garbles)
-    plain = "a superlative omelet in february at the ocbc worksheets renovation appointment"
+    plain = ("a superlative omelet in february at the ocbc worksheets renovation appointment, "
+             "alamak so paiseh, go makan at the kopitiam")
     assert rare_words(make_transcript(plain).words) == []
     assert ("PERSON", "lankrishnan") in found(det, "drive by a lankrishnan, want to see you")

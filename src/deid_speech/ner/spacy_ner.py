@@ -396,6 +396,9 @@ def listed_names() -> frozenset[str]:
 # "supermanium", "biometricion")
 RARE_PIECES = 3
 RARE_MIN_LETTERS = 4
+# everyday Singlish words and forms of address that the rule would otherwise take for names
+SINGLISH = frozenset("makan shiok alamak paiseh kiasu kiasi jialat bojio aiyoh aiyo aiyoyo sotong kopi kopitiam "
+                     "goondu gahmen makcik pakcik kakak boleh kaypoh kancheong sibei chiong rojak".split())
 
 
 @lru_cache(maxsize=1)
@@ -425,14 +428,16 @@ def rare_words(words) -> list[Word]:
     """The words a name may hide in: alphabetic, at least :data:`RARE_MIN_LETTERS` letters,
     spelled in :data:`RARE_PIECES` or more pieces of Whisper's vocabulary, in no English
     dictionary (:func:`dictionary_words`: "superlative", "worksheets" stay), and no month,
-    acronym or word that announces something else. Whisper writes a name it does not know
+    acronym, everyday Singlish word (:data:`SINGLISH`: "makan", "paiseh") or word that
+    announces something else. Whisper writes a name it does not know
     as such a word ("lankrishnan" for "Balakrishnan", "supermanium" for "Subramaniam")."""
     pieces, known = _pieces(), dictionary_words()
     out = []
     for w in words:
         t = w.text.strip(" .,?!\"'").lower()
         if (len(t) >= RARE_MIN_LETTERS and t.isalpha() and t not in known and t not in NOT_NAME_WORDS
-                and t not in NOT_NAMES and t not in MONTHS and t not in ACRONYMS and pieces(t) >= RARE_PIECES):
+                and t not in NOT_NAMES and t not in MONTHS and t not in ACRONYMS and t not in SINGLISH
+                and pieces(t) >= RARE_PIECES):
             out.append(w)
     return out
 
