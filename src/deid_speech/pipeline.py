@@ -166,7 +166,7 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     for transcript, found in passes:
         if any(span.overlaps(f) for f in found):
             return False
-        words = [w for w in transcript.words if w.start < span.end and span.start < w.end]
+        words = transcript.words_during(span.start, span.end)
         if not words or (median if number else min)(w.prob for w in words) < SURE_PROB \
                 or any(_named(w.text) for w in words) or _unheard(span, words) > MAX_UNHEARD:
             return False

@@ -153,6 +153,10 @@ class Transcript:
         """Words that overlap the character range [char_start, char_end)."""
         return [w for w in self.words if w.char_start < char_end and char_start < w.char_end]
 
+    def words_during(self, start: float, end: float) -> list[Word]:
+        """Words that overlap the time range (start, end) in seconds."""
+        return [w for w in self.words if w.start < end and start < w.end]
+
     def char_span_to_time(self, char_start: int, char_end: int) -> tuple[float, float] | None:
         ws = self.words_in(char_start, char_end)
         if not ws:

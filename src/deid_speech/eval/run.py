@@ -86,7 +86,7 @@ def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | N
 
 def _chars_at(transcript: Transcript, span: Span, label: str) -> EntitySpan | None:
     """The transcript characters whose words overlap ``span`` in time."""
-    ws = [w for w in transcript.words if w.start < span.end and span.start < w.end]
+    ws = transcript.words_during(span.start, span.end)
     return EntitySpan(ws[0].char_start, ws[-1].char_end, label) if ws else None
 
 

@@ -274,7 +274,7 @@ def name_part(span: Span, transcript: Transcript) -> Span | None:
     they are."""
     if span.label != "PERSON":
         return span
-    ws = [w for w in transcript.words if w.start < span.end and span.start < w.end]
+    ws = transcript.words_during(span.start, span.end)
     numeral = [k for k, w in enumerate(ws) if any(c.isdigit() for c in w.text)]
     if len(numeral) < 2:
         return span
