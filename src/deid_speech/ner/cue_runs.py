@@ -64,7 +64,7 @@ from __future__ import annotations
 import re
 
 from deid_speech.ner.base import register, span_from_words
-from deid_speech.ner.patterns import CUES, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
+from deid_speech.ner.patterns import CUES, MAIL_PROVIDERS, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
 from deid_speech.spoken import REPEAT_WORDS, WEAK_WORDS, clean_token, token_symbols
@@ -307,8 +307,8 @@ def _anchored_emails(words: tuple[Word, ...], tokens: list[str]) -> list[tuple[i
     .com", "MELLDA and an iCloud .com", "bookings .tanandsonsmotors .com .sg"."""
     out = []
     for k, t in enumerate(tokens):
-        glued = any(p in t and t != p and len(t) > len(p) + 1 for p in PROVIDERS if p != "mail")
-        provider = t in PROVIDERS[:-1]
+        glued = any(p in t and t != p and len(t) > len(p) + 1 for p in MAIL_PROVIDERS)
+        provider = t in MAIL_PROVIDERS
         tld_next = k + 1 < len(tokens) and words[k + 1].text.strip().startswith(".") \
             and tokens[k + 1].lstrip(".") in DOMAIN_WORDS
         dotted_self = words[k].text.strip().startswith(".") and t.lstrip(".") not in DOMAIN_WORDS \
