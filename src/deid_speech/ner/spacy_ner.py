@@ -381,14 +381,18 @@ def _card(doc, i: int) -> bool:
     return len(words) == 3 and (words[0] in RANKS or words[0].isdigit()) and words[1] == "of" and words[2] in SUITS
 
 
+def _word_list(folder: str, name: str) -> frozenset[str]:
+    """The words of a list shipped in ``data/<folder>/<name>``, one per line."""
+    from importlib import resources
+
+    return frozenset((resources.files("deid_speech") / "data" / folder / name).read_text(encoding="utf-8").split())
+
+
 @lru_cache(maxsize=1)
 def listed_names() -> frozenset[str]:
     """Given names and the commoner surnames of the US Census 1990 name files, lower case
     (``data/names``; see its README)."""
-    from importlib import resources
-
-    path = resources.files("deid_speech") / "data" / "names" / "us-census-1990.txt"
-    return frozenset(path.read_text(encoding="utf-8").split())
+    return _word_list("names", "us-census-1990.txt")
 
 
 # a word that Whisper's own vocabulary spells in this many pieces or more is rare in English text:
@@ -418,10 +422,7 @@ def _pieces():
 def dictionary_words() -> frozenset[str]:
     """The CMU Pronouncing Dictionary's words that :func:`rare_words` would otherwise take
     (``data/words``; see its README): English words, spelled right, however rare."""
-    from importlib import resources
-
-    path = resources.files("deid_speech") / "data" / "words" / "cmudict-rare.txt"
-    return frozenset(path.read_text(encoding="utf-8").split())
+    return _word_list("words", "cmudict-rare.txt")
 
 
 def rare_words(words) -> list[Word]:
