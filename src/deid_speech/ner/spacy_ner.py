@@ -306,8 +306,8 @@ def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[
             continue
         if len(cur) > min_len and words[cur[-1]].text.strip() == "I" and words[cur[-2]].text.rstrip().endswith(","):
             cur.pop()  # "F I N, I tell": the pronoun
-        letters = "".join(c for i in cur for c in words[i].text.lower() if c.isalpha())
-        if len(cur) >= min_len and not (numeric(cur[0] - 1) or numeric(cur[-1] + 1)) and letters not in ACRONYMS:
+        if len(cur) >= min_len and not (numeric(cur[0] - 1) or numeric(cur[-1] + 1)) \
+                and "".join(c for i in cur for c in words[i].text.lower() if c.isalpha()) not in ACRONYMS:
             runs.append([words[i] for i in cur])
         cur = []
     return runs
