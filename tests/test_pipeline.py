@@ -341,6 +341,23 @@ def test_a_pass_that_skipped_words_in_a_span_gives_no_opinion():
     assert refuted(Span(4.8, 6.8, "BANK_ACCOUNT", 0.75, "patterns", "2265"), [(tail, []), (tail, [])])
 
 
+def test_a_verifier_span_is_added_only_where_it_reaches_beyond_the_redaction():
+    """A pass's span that the redaction so far (padded) covers all but a sliver of adds nothing:
+    a number's sliver may be 0.1 s (the passes time the same digits a little differently), any
+    other label's 0.05 s (a name's edge); beyond that the span is added."""
+    from deid_speech.pipeline import MIN_REACH, MIN_REACH_NUMBER, _reaches
+
+    regions = [(1.0, 3.0)]
+    assert MIN_REACH < MIN_REACH_NUMBER
+    assert not _reaches(Span(1.2, 3.08, "PHONE", 0.9, "patterns"), regions)
+    assert not _reaches(Span(0.92, 2.5, "BANK_ACCOUNT", 0.9, "patterns"), regions)
+    assert _reaches(Span(1.2, 3.15, "PHONE", 0.9, "patterns"), regions)
+    assert _reaches(Span(0.8, 2.0, "NRIC", 0.9, "cue-runs"), regions)
+    assert _reaches(Span(1.2, 3.08, "PERSON", 0.9, "name-list"), regions)  # a name's edge: 0.08 s is enough
+    assert not _reaches(Span(1.2, 3.04, "PERSON", 0.9, "name-list"), regions)
+    assert _reaches(Span(4.0, 4.5, "DATE", 0.9, "date-grammar"), regions)  # nothing covered
+
+
 def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_plain_words():
     """Through redact: the stock model's "Cara Cara Cara" is refuted by two passes that heard
     "car park office" (the report counts it), kept with one pass (one opinion is no majority),

@@ -110,6 +110,13 @@ NUMBER_SYMBOLS = 6
 # a pass that left this long a stretch of the span without a word skipped words there: no opinion
 # ("two two six five" heard where the first decoder wrote all ten digits of an account)
 MAX_UNHEARD = 1.0
+# a verifier's span is added when it reaches this far beyond the redaction so far (its padding
+# included); a number's span further: the passes time the same digits a little differently, and
+# a reach of 0.05-0.1 s added only the speech beside them, with the padding on top (dev, five
+# sets: the same leak, over-redaction 0.1-0.25 points less; at 0.15-0.2 s a phone's first
+# digit escaped; docs/results.md §0am)
+MIN_REACH = 0.05
+MIN_REACH_NUMBER = 0.1
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,17 @@ def _unheard(span: Span, words: list[Word]) -> float:
         longest = max(longest, w.start - at)
         at = max(at, w.end)
     return max(longest, span.end - at)
+
+
+def _reaches(span: Span, regions: list[tuple[float, float]]) -> bool:
+    """Whether a verifier's span reaches far enough beyond the redaction so far (``regions``,
+    padded and merged) to be added: by more than :data:`MIN_REACH`, a number's by more than
+    :data:`MIN_REACH_NUMBER`."""
+    from deid_speech.intervals import covered
+    from deid_speech.ner.patterns import NUMBER_LABELS
+
+    free = span.duration - covered(span.start, span.end, regions)
+    return free > (MIN_REACH_NUMBER if span.label in NUMBER_LABELS else MIN_REACH)
 
 
 def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
@@ -462,7 +480,8 @@ class Redactor:
         base-sg taking turns by pass, fine-tunes that hear Singlish PII the stock model misses;
         or the e2e model)
         transcribe the same audio, run this redactor's detectors over its transcript, and
-        return the spans that reach beyond the redaction so far (with its padding). The
+        return the spans that reach beyond the redaction so far (with its padding) by more
+        than :data:`MIN_REACH` (a number's by more than :data:`MIN_REACH_NUMBER`). The
         verifier hears the whole audio, not only what the first redaction leaves audible: with
         the redactions silenced, it lost the context around them, and its cues took the words
         after a silenced name for the name (dev leak 7.8 / 15.0 % on utterances / calls against
@@ -480,7 +499,7 @@ class Redactor:
         dropped (a Whisper verifier of two or more passes; the e2e model gives no word
         probabilities)."""
         from deid_speech import timing
-        from deid_speech.intervals import covered, union
+        from deid_speech.intervals import union
         from deid_speech.redact import redaction_regions
 
         added: list[Span] = []
@@ -492,7 +511,7 @@ class Redactor:
                 found = self.detect(transcript)
                 passes.append((transcript, found))
                 added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
-                          for s in found if s.duration - covered(s.start, s.end, regions) > 0.05]
+                          for s in found if _reaches(s, regions)]
             overrules = len(passes) >= 2 and self.config.verifier != "e2e"
             return SecondOpinion(added, [s for s in spans if overrules and refuted(s, passes)])
 
