@@ -227,3 +227,26 @@ def test_a_unit_or_time_word_ends_a_run_and_takes_its_own_number(text, label, va
 
 def test_a_unit_that_reads_as_letters_starts_no_run():
     assert found("see you at ten a.m. then") == [] and found("my phone is p.m. okay") == []
+
+
+@pytest.mark.parametrize("text,label,value", [
+    # the recogniser made words of "five four two R": "for" could be a symbol
+    ("uh, my passport, K815, time for tomorrow, and my son", "PASSPORT_NUM", "K815, time for tomorrow"),
+    ("his IC is S nine two, sex for eight, A ok", "NRIC", "S nine two, sex for eight, A"),
+    ("IC S nine two four, tree for the A, his wife", "NRIC", "S nine two four, tree for the A"),
+])
+def test_the_words_after_a_short_nric_or_passport_up_to_the_clause_end_are_the_rest_of_it(text, label, value):
+    assert (label, value) in found(text)
+
+
+@pytest.mark.parametrize("text,label,value", [
+    ("my passport, K815. Time for tomorrow, and my son", "PASSPORT_NUM", "K815"),  # the clause ended
+    ("my IC is five six seven A, thanks for checking", "NRIC", "five six seven A"),  # a stop word
+    ("my IC is five six seven A, and my son is the same", "NRIC", "five six seven A"),
+    ("my IC is S one two three, the office will call you back for it", "NRIC", "S one two three"),  # too many words
+    ("passport K815, travel by plane on Friday", "PASSPORT_NUM", "K815"),  # no word could be a symbol
+    ("passport K815, travel to Bangkok on Friday", "PASSPORT_NUM", "K815"),  # no clause end heard
+    ("IC S nine two, sex for eight, unit twelve", "NRIC", "S nine two, sex for eight"),  # a look-alike's context word
+])
+def test_a_short_run_keeps_its_end_where_the_words_after_it_cannot_be_the_rest(text, label, value):
+    assert set(found(text)) == {(label, value)}

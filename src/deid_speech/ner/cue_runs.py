@@ -81,6 +81,11 @@ MIN_SYMBOLS = {"PHONE": 4, "CREDIT_CARD": 6, "BANK_ACCOUNT": 5, "NRIC": 3, "PASS
 # the most symbols one entity of a label holds ("+65 9123 4567"; 19-digit cards; "SKV4127X")
 MAX_SYMBOLS = {"PHONE": 10, "CREDIT_CARD": 19, "BANK_ACCOUNT": 16, "NRIC": 9, "PASSPORT_NUM": 9,
                "CAR_PLATE": 8, "?": 19}
+# the symbols of a whole entity of the labels whose entities all have one length (NRIC "S1234567D",
+# passport "K1234567R"): a run that holds fewer may end in words the recogniser made of the rest
+# (see _rest; phones too bought nothing on the dev part), each at most SYMBOL_S seconds of speech
+FULL = {"NRIC": 9, "PASSPORT_NUM": 9}
+SYMBOL_S = 0.5
 # homophones of digits and letter names heard in a number read over a phone line, beyond the
 # ones the shared normalizer reads everywhere (spoken.DIGIT_HOMOPHONES, spoken.LETTER_NAMES:
 # "to", "for", "ate", "why", "see", "ess", ...); only inside a cue-anchored run (elsewhere
@@ -235,6 +240,28 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
     return first, last, symbols
 
 
+def _rest(words: tuple[Word, ...], tokens: list[str], last: int, missing: int) -> int:
+    """The last word of a run that holds ``missing`` fewer symbols than its label's entities
+    do: the recogniser may have turned the rest into words ("my passport, K815, time for
+    tomorrow," for "K oh eight one five, five four two R"). The run takes in the words after
+    it up to the clause end (a comma counts here), at most ``missing`` of them, starting
+    within ``missing`` times :data:`SYMBOL_S` seconds, when one of them could be a symbol
+    ("for") and none is a stop, a cue, a look-alike's context word, "and" or "my"."""
+    if missing <= 0 or _ends_clause(words[last]):
+        return last
+    limit = words[last].end + missing * SYMBOL_S
+    k = last
+    while k + 1 < len(words) and k - last < missing and words[k + 1].start < limit:
+        t = tokens[k + 1]
+        if t in STOPS or t in CUE_WORDS or t in NON_PII_BEFORE or t in NON_PII_AFTER or t in ("and", "my"):
+            break
+        k += 1
+        if _ends_clause(words[k]) or words[k].text.rstrip().endswith(","):
+            break
+    closed = _ends_clause(words[k]) or words[k].text.rstrip().endswith(",")
+    return k if closed and any(_is_symbolic(w) for w in words[last + 1:k + 1]) else last
+
+
 def _goes_on(words: tuple[Word, ...], k: int) -> bool:
     """Whether symbols follow at ``k`` within two words, self-corrections not counted."""
     seen = 0
@@ -369,6 +396,7 @@ class CueRunDetector:
             first, last, symbols = run
             label = _guess_label(symbols) if label == "?" and symbols else label
             if label != "?" and len(symbols) >= MIN_SYMBOLS[label] and not _vetoed(tokens, first, last):
+                last = _rest(words, tokens, last, FULL.get(label, 0) - len(symbols))
                 out.append(span_from_words(transcript, list(words[first:last + 1]), label, SCORE, self.name))
         out += self._uncued(transcript, tokens)
         for first, last in _anchored_emails(words, tokens):
