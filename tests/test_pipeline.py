@@ -328,6 +328,32 @@ def test_a_number_span_is_refuted_by_sure_enough_passes_that_heard_fewer_symbols
     assert not refuted(account, [heard(table), heard(unsure)])
 
 
+def test_a_number_span_is_refuted_by_passes_that_heard_a_look_alikes_context_word_there():
+    """Where the first decoder wrote digits for "the fourteenth, at nine forty am or third May two
+    thirty", passes that heard a time ("am"), a price ("dollars") or a look-alike's announcing
+    word ("reference") in or just before the span overrule it whatever its digits; a pass with
+    as many digits and no such word, one that found an entity there, or an unsure one does not."""
+    from deid_speech.pipeline import refuted
+
+    account = Span(1.0, 4.0, "BANK_ACCOUNT", 0.75, "cue-runs", "two 8, 4, 8, F, 9, 4, the IP, 4, 3, F, 2, 3")
+
+    def heard(words, found=()):
+        return Transcript.from_words(words), list(found)
+
+    def timed(text, p=0.9, t0=1.0):
+        return [(w, t0 + 0.25 * i, t0 + 0.25 * i + 0.2, p) for i, w in enumerate(text.split())]
+
+    slot = timed("at nine forty am or Thursday at two thirty or eleven")  # 9 40 2 30 11: eight symbols
+    plain = timed("at nine forty seven or Thursday at two thirty or eleven")
+    assert refuted(account, [heard(slot), heard(slot)])
+    assert not refuted(account, [heard(slot), heard(plain)])
+    assert refuted(account, [heard(slot), heard(timed("thirty eight fifty seven four two one dollars before the subsidy ok"))])
+    assert refuted(account, [heard(slot), heard(timed("C two oh seven five two one please bring her card", t0=1.0)
+                                                      + [("reference", 0.2, 0.7, 0.9), ("is", 0.75, 0.95, 0.9)])])
+    assert not refuted(account, [heard(slot), heard(slot, [Span(1.5, 2.5, "PHONE", 0.9, "patterns")])])
+    assert not refuted(account, [heard(slot), heard(timed("at nine forty am or Thursday at two thirty or eleven", p=0.1))])
+
+
 def test_a_pass_that_skipped_words_in_a_span_gives_no_opinion():
     """Both passes heard only "two two six five", sure of each, where the first decoder wrote all
     ten digits of an account (2.6-6.8 s): they left 2.3 s of it without a word, so they skipped

@@ -103,7 +103,8 @@ class RedactConfig:
 # PLAIN_SYMBOLS spoken digits or letters among them (docs/results.md §0ak). Over a number span
 # (a phone, an account, ...) the words' median probability is enough, and up to NUMBER_SYMBOLS
 # digits or letters: fewer than any identifier the pattern detectors report (7 digits), which
-# found nothing there (a noisy line's "seven thirty, table for ten" written as twelve digits, §0al)
+# found nothing there (a noisy line's "seven thirty, table for ten" written as twelve digits, §0al);
+# any number of them where the pass heard a unit or a look-alike's context word there (§0am)
 SURE_PROB = 0.3
 PLAIN_SYMBOLS = 2
 NUMBER_SYMBOLS = 6
@@ -162,6 +163,19 @@ def _reaches(span: Span, regions: list[tuple[float, float]]) -> bool:
     return free > (MIN_REACH_NUMBER if span.label in NUMBER_LABELS else MIN_REACH)
 
 
+def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
+    """Whether ``transcript`` holds a look-alike's context word over ``span`` or in the three
+    words before it: a unit ("nine forty am", "thirty eight dollars") or a word that announces
+    a number that is no PII ("reference", "order", "unit"; the pattern detector's
+    ``NON_PII_BEFORE``/``NON_PII_AFTER``)."""
+    from deid_speech.ner.patterns import NON_PII_AFTER, NON_PII_BEFORE
+    from deid_speech.spoken import clean_token
+
+    before = [w for w in transcript.words if w.end <= span.start + 0.05][-3:]
+    return any(clean_token(w.text) in NON_PII_AFTER | NON_PII_BEFORE
+               for w in before + transcript.words_during(span.start, span.end))
+
+
 def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     """Whether every pass (its transcript and the spans found in it) contradicts ``span``: it
     found nothing that overlaps it, and heard words there (none would be no opinion), each
@@ -172,7 +186,10 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     parking") overrule it. A name the passes were unsure of ("not to Salahini bhi lahit" for
     "Dr Sami Nipilai") stays. A number span (:data:`NUMBER_LABELS`) asks less: the words'
     median probability at least :data:`SURE_PROB`, and at most :data:`NUMBER_SYMBOLS` symbols
-    ("seven thirty, table for ten", where a noisy line gave the first decoder twelve digits).
+    ("seven thirty, table for ten", where a noisy line gave the first decoder twelve digits),
+    and any number of them where the pass heard a look-alike's context word there
+    (:func:`_lookalike_heard`: "the fourteenth, at nine forty am or third May two thirty",
+    where the first decoder wrote "two 8, 4, 8, F, 9, 4, the IP, 4, 3, F, 2, 3").
     A pass whose words leave more than :data:`MAX_UNHEARD` s of the span uncovered skipped
     words there, and gives no opinion."""
     from statistics import median
@@ -189,7 +206,7 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
                 or any(_named(w.text) for w in words) or _unheard(span, words) > MAX_UNHEARD:
             return False
         symbols = sum(len(sym.text) for _, _, sym in normalize_tokens([w.text for w in words]))
-        if symbols > (NUMBER_SYMBOLS if number else PLAIN_SYMBOLS):
+        if symbols > (NUMBER_SYMBOLS if number else PLAIN_SYMBOLS) and not (number and _lookalike_heard(span, transcript)):
             return False
     return True
 
