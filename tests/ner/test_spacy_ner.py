@@ -307,3 +307,14 @@ def test_a_rare_word_is_a_name_and_a_dictionary_word_is_not(det):
              "alamak so paiseh, go makan at the kopitiam")
     assert rare_words(make_transcript(plain).words) == []
     assert ("PERSON", "lankrishnan") in found(det, "drive by a lankrishnan, want to see you")
+
+
+def test_an_everyday_word_behind_a_prefix_is_no_rare_word_name():
+    """"Indian passport" heard as "Unpassport", "the recontract" as "recontracts": a prefix
+    before a word Whisper spells in one piece; a name's garble behind the same letters is
+    still one ("reginaldo", "unnikrishnan")."""
+    from deid_speech.ner.spacy_ner import rare_words
+
+    assert rare_words(make_transcript("my Unpassport expired, the recontracts ok").words) == []
+    kept = [w.text for w in rare_words(make_transcript("uncle reginaldo and unnikrishnan came").words)]
+    assert kept == ["reginaldo", "unnikrishnan"]

@@ -400,6 +400,8 @@ def listed_names() -> frozenset[str]:
 # "supermanium", "biometricion")
 RARE_PIECES = 3
 RARE_MIN_LETTERS = 4
+# prefixes of everyday words that Whisper glues on ("un passport", "the recontract"; see _prefixed)
+PREFIXES = ("un", "re", "non", "pre", "mis", "dis", "over", "under", "out")
 # everyday Singlish words and forms of address that the rule would otherwise take for names
 SINGLISH = frozenset("makan shiok alamak paiseh kiasu kiasi jialat bojio aiyoh aiyo aiyoyo sotong kopi kopitiam "
                      "goondu gahmen makcik pakcik kakak boleh kaypoh kancheong sibei chiong rojak".split())
@@ -429,18 +431,27 @@ def rare_words(words) -> list[Word]:
     """The words a name may hide in: alphabetic, at least :data:`RARE_MIN_LETTERS` letters,
     spelled in :data:`RARE_PIECES` or more pieces of Whisper's vocabulary, in no English
     dictionary (:func:`dictionary_words`: "superlative", "worksheets" stay), and no month,
-    acronym, everyday Singlish word (:data:`SINGLISH`: "makan", "paiseh") or word that
-    announces something else. Whisper writes a name it does not know
-    as such a word ("lankrishnan" for "Balakrishnan", "supermanium" for "Subramaniam")."""
+    acronym, everyday Singlish word (:data:`SINGLISH`: "makan", "paiseh"), everyday word
+    behind a prefix (:func:`_prefixed`: "unpassport") or word that announces something else.
+    Whisper writes a name it does not know as such a word ("lankrishnan" for "Balakrishnan",
+    "supermanium" for "Subramaniam")."""
     pieces, known = _pieces(), dictionary_words()
     out = []
     for w in words:
         t = w.text.strip(" .,?!\"'").lower()
         if (len(t) >= RARE_MIN_LETTERS and t.isalpha() and t not in known and t not in NOT_NAME_WORDS
                 and t not in NOT_NAMES and t not in MONTHS and t not in ACRONYMS and t not in SINGLISH
-                and pieces(t) >= RARE_PIECES):
+                and pieces(t) >= RARE_PIECES and not _prefixed(t, pieces)):
             out.append(w)
     return out
+
+
+
+def _prefixed(t: str, pieces) -> bool:
+    """An everyday word behind a prefix ("unpassport", "recontracts"): the rest has at least
+    five letters and is one piece of Whisper's vocabulary. A name's garble rarely splits so:
+    "reginald" leaves "ginald", three pieces."""
+    return any(t.startswith(p) and len(t) - len(p) >= 5 and pieces(t[len(p):]) == 1 for p in PREFIXES)
 
 
 @register("spacy")
