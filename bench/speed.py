@@ -37,9 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "out" / "benchmark" / "dev"
 # "cascade" is the default: the stock recogniser with the second opinion (--verify, on by default), which
-# decodes the audio twice (--verify-passes 2: tiny.en-sg, then base-sg) in a helper process beside the first
+# decodes the audio three times (--verify-passes 3: tiny.en-sg, base-sg, tiny.en-sg) in a helper process beside the first
 # decoder; "--verifier tiny.en-sg" is the default until session 33 (both passes by tiny.en-sg)
 SYSTEMS = ("cascade", "cascade --verifier tiny.en-sg", "cascade --no-helper-process", "cascade --verify-passes 1",
+           "cascade --verify-passes 2",
            "cascade --verify-passes 1 --no-helper-process", "cascade --no-verify",
            "cascade --fast-asr",
            "cascade --asr-model tiny.en-sg", "cascade --asr-model tiny.en-sg-full", "e2e+patterns")

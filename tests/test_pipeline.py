@@ -227,7 +227,7 @@ def test_verify_decodes_the_audio_again_and_adds_what_reaches_beyond_the_redacti
     r = Redactor(RedactConfig(verify=True), asr=FakeAsr(), detectors=[PatternDetector()], verifier=ver)
     audio_out, json_out, result = redact_file(r, call, None, {call.resolve()})
     d = json.loads(json_out.read_text())
-    assert d["verified"] == {"by": "fake-e2e", "passes": 2, "added": 1, "refuted": 0}  # the second pass heard nothing new
+    assert d["verified"] == {"by": "fake-e2e", "passes": 3, "added": 1, "refuted": 0}  # the later passes heard nothing new
     labels = sorted(s["label"] for s in d["spans"])
     assert labels == ["CREDIT_CARD", "PHONE"] and any("verify" in s["source"] for s in d["spans"])
     assert ver.heard.any() and len(ver.heard) == 10 * 16000  # the whole call, first redaction included
@@ -499,13 +499,13 @@ def test_verifier_models_by_pass_are_checked():
 
 
 def test_verify_passes_and_the_helper_process_are_checked():
-    assert RedactConfig().verify_passes == 2
+    assert RedactConfig().verify_passes == 3
     for bad in (0, 5, -1, 1.5, "2"):
         with pytest.raises(DeidError, match="--verify-passes must be a whole number from 1 to 4"):
             RedactConfig(verify_passes=bad)
     with pytest.raises(DeidError, match="which is off here"):
-        RedactConfig(verify=False, verify_passes=3)
-    assert RedactConfig(verify=False, verify_passes=2).verify is False  # the default needs no --verify
+        RedactConfig(verify=False, verify_passes=2)
+    assert RedactConfig(verify=False, verify_passes=3).verify is False  # the default needs no --verify
     with pytest.raises(DeidError, match="--helper-process runs the verifier of --verify, which is off here"):
         RedactConfig(verify=False, verify_in_helper=True)
     with pytest.raises(DeidError, match="the e2e verifier decodes in this process"):

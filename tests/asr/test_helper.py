@@ -87,7 +87,7 @@ def test_the_redaction_is_the_same_with_the_verifier_beside_or_after_the_first_d
         found[beside] = ([(s.start, s.end, s.label, s.source) for s in result.spans], result.transcript,
                          result.verification)
     assert found[True] == found[False]
-    assert found[True][2]["passes"] == 2 and any(label == "NRIC" for _, _, label, _ in found[True][0])
+    assert found[True][2]["passes"] == 3 and any(label == "NRIC" for _, _, label, _ in found[True][0])
 
 
 @pytest.mark.model
