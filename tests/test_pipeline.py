@@ -329,10 +329,11 @@ def test_a_number_span_is_refuted_by_sure_enough_passes_that_heard_fewer_symbols
 
 
 def test_a_number_span_is_refuted_by_passes_that_heard_a_look_alikes_context_word_there():
-    """Where the first decoder wrote digits for "the fourteenth, at nine forty am or third May two
-    thirty", passes that heard a time ("am"), a price ("dollars") or a look-alike's announcing
-    word ("reference") in or just before the span overrule it whatever its digits; a pass with
-    as many digits and no such word, one that found an entity there, or an unsure one does not."""
+    """Where the first decoder wrote an account's digits for a time, a price or a reference
+    ("38 ,000, 15, 4 ,000, ..." for "thirty eight dollars fifty"), passes that heard a unit
+    ("am", "dollars") or a look-alike's announcing word ("reference") in or just before the
+    span overrule it whatever its digits; a pass with as many digits and no such word, one that
+    found an entity there, or an unsure one does not."""
     from deid_speech.pipeline import refuted
 
     account = Span(1.0, 4.0, "BANK_ACCOUNT", 0.75, "cue-runs", "two 8, 4, 8, F, 9, 4, the IP, 4, 3, F, 2, 3")

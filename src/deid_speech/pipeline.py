@@ -165,7 +165,7 @@ def _reaches(span: Span, regions: list[tuple[float, float]]) -> bool:
 
 def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
     """Whether ``transcript`` holds a look-alike's context word over ``span`` or in the three
-    words before it: a unit ("nine forty am", "thirty eight dollars") or a word that announces
+    words before it: a unit ("thirty eight dollars", "nine forty am") or a word that announces
     a number that is no PII ("reference", "order", "unit"; the pattern detector's
     ``NON_PII_BEFORE``/``NON_PII_AFTER``)."""
     from deid_speech.ner.patterns import NON_PII_AFTER, NON_PII_BEFORE
@@ -188,8 +188,8 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     median probability at least :data:`SURE_PROB`, and at most :data:`NUMBER_SYMBOLS` symbols
     ("seven thirty, table for ten", where a noisy line gave the first decoder twelve digits),
     and any number of them where the pass heard a look-alike's context word there
-    (:func:`_lookalike_heard`: "the fourteenth, at nine forty am or third May two thirty",
-    where the first decoder wrote "two 8, 4, 8, F, 9, 4, the IP, 4, 3, F, 2, 3").
+    (:func:`_lookalike_heard`: "about thirty eight dollars fifty four thousand", where the
+    first decoder wrote "38 ,000, 15, 4 ,000, 15, 4 ,000, 15, 4K").
     A pass whose words leave more than :data:`MAX_UNHEARD` s of the span uncovered skipped
     words there, and gives no opinion."""
     from statistics import median

@@ -446,7 +446,6 @@ def rare_words(words) -> list[Word]:
     return out
 
 
-
 def _prefixed(t: str, pieces) -> bool:
     """An everyday word behind a prefix ("unpassport", "recontracts"): the rest has at least
     five letters and is one piece of Whisper's vocabulary. A name's garble rarely splits so:
