@@ -307,6 +307,9 @@ def test_a_rare_word_is_a_name_and_a_dictionary_word_is_not(det):
              "alamak so paiseh, go makan at the kopitiam")
     assert rare_words(make_transcript(plain).words) == []
     assert ("PERSON", "lankrishnan") in found(det, "drive by a lankrishnan, want to see you")
+    # the recogniser's punctuation around a word, as every detector strips it (spoken.clean_token)
+    assert [w.text for w in rare_words(make_transcript("(lankrishnan) said: supermanium; ok").words)] == \
+        ["(lankrishnan)", "supermanium;"]
 
 
 def test_an_everyday_word_behind_a_prefix_is_no_rare_word_name():

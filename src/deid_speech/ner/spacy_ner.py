@@ -435,10 +435,12 @@ def rare_words(words) -> list[Word]:
     behind a prefix (:func:`_prefixed`: "unpassport") or word that announces something else.
     Whisper writes a name it does not know as such a word ("lankrishnan" for "Balakrishnan",
     "supermanium" for "Subramaniam")."""
+    from deid_speech.spoken import clean_token
+
     pieces, known = _pieces(), dictionary_words()
     out = []
     for w in words:
-        t = w.text.strip(" .,?!\"'").lower()
+        t = clean_token(w.text.strip())
         if (len(t) >= RARE_MIN_LETTERS and t.isalpha() and t not in known and t not in NOT_NAME_WORDS
                 and t not in NOT_NAMES and t not in MONTHS and t not in ACRONYMS and t not in SINGLISH
                 and pieces(t) >= RARE_PIECES and not _prefixed(t, pieces)):
