@@ -171,9 +171,9 @@ def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
     from deid_speech.ner.patterns import NON_PII_AFTER, NON_PII_BEFORE
     from deid_speech.spoken import clean_token
 
+    context = NON_PII_AFTER | NON_PII_BEFORE
     before = [w for w in transcript.words if w.end <= span.start + 0.05][-3:]
-    return any(clean_token(w.text) in NON_PII_AFTER | NON_PII_BEFORE
-               for w in before + transcript.words_during(span.start, span.end))
+    return any(clean_token(w.text) in context for w in before + transcript.words_during(span.start, span.end))
 
 
 def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:

@@ -256,10 +256,9 @@ def _rest(words: tuple[Word, ...], tokens: list[str], last: int, missing: int) -
         if t in STOPS or t in CUE_WORDS or t in NON_PII_BEFORE or t in NON_PII_AFTER or t in ("and", "my"):
             break
         k += 1
-        if _ends_clause(words[k]) or words[k].text.rstrip().endswith(","):
-            break
-    closed = _ends_clause(words[k]) or words[k].text.rstrip().endswith(",")
-    return k if closed and any(_is_symbolic(w) for w in words[last + 1:k + 1]) else last
+        if _ends_clause(words[k]) or words[k].text.rstrip().endswith(","):  # the clause ends here
+            return k if any(_is_symbolic(w) for w in words[last + 1:k + 1]) else last
+    return last
 
 
 def _goes_on(words: tuple[Word, ...], k: int) -> bool:
