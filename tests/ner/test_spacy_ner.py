@@ -321,3 +321,29 @@ def test_an_everyday_word_behind_a_prefix_is_no_rare_word_name():
     assert rare_words(make_transcript("my Unpassport expired, the recontracts ok").words) == []
     kept = [w.text for w in rare_words(make_transcript("uncle reginaldo and unnikrishnan came").words)]
     assert kept == ["reginaldo", "unnikrishnan"]
+
+
+def test_doubted_words_after_a_title_are_a_name_whatever_they_spell(det):
+    """The recogniser heard "Mr Ong Teck Seng hor" as "mister phone text saying hor": a title, then words the
+    recogniser doubted ("phone" is a cue word, no name to the plain title rule). After a title
+    with a comma ("ok uncle, sir"), an all-capital "title" ("at MS. sure", for "SMS") or a
+    doubted function word ("uncle at ..."), or with words it was sure of, nothing is taken."""
+    from deid_speech.types import Transcript
+
+    def heard(words):
+        t = 0.0
+        items = []
+        for w, p in words:
+            items.append((w, t, t + 0.3, p))
+            t += 0.35
+        return [(s.label, s.text, s.source) for s in det.detect(Transcript.from_words(items))]
+
+    assert ("PERSON", "phone text saying", "title-doubt") in heard(
+        [("mister", .9), ("phone", .36), ("text", .42), ("saying", .33), ("hor", .71), ("your", .9), ("card", .9)])
+    assert not any(s == "title-doubt" for *_, s in heard(
+        [("mister", .9), ("phone", .9), ("text", .9), ("saying", .9), ("hor", .7)]))
+    for words in ([("ok", .9), ("uncle,", .9), ("sir", .4), ("the", .9), ("transfer", .9)],
+                  [("check", .9), ("at", .9), ("MS.", .8), ("sure,", .3), ("your", .9), ("name", .9)],
+                  [("the", .9), ("boss", .9), ("uncle", .9), ("at", .3), ("Ambo", .4), ("dandas", .2)],
+                  [("see", .9), ("the", .9), ("doctor", .9), ("tomorrow", .9), ("morning", .9)]):
+        assert not any(s == "title-doubt" for *_, s in heard(words)), words

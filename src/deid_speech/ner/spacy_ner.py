@@ -313,6 +313,24 @@ def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[
     return runs
 
 
+_FUNCTION = frozenset("at the a an to for in on of and or is was with from by".split())
+
+
+def doubted_after(transcript: Transcript, pos: int, max_words: int = 3) -> list[Word]:
+    """The words right after character ``pos`` that the recogniser doubted (probability under
+    :data:`DOUBT`), up to ``max_words``, none with a digit, ending at punctuation."""
+    from deid_speech.spoken import clean_token
+
+    out: list[Word] = []
+    for w in [w for w in transcript.words if w.char_start >= pos][:max_words]:
+        if w.prob >= DOUBT or any(c.isdigit() for c in w.text) or (not out and clean_token(w.text) in _FUNCTION):
+            break
+        out.append(w)
+        if w.text.rstrip().endswith((",", ".", "?", "!")):
+            break
+    return out
+
+
 def name_before(transcript: Transcript, pos: int, max_words: int = 2) -> list[Word]:
     """Up to ``max_words`` name-like words that end right before character ``pos``
     ("... office Selvaram, | speaking"), stopping at a clause end or a word that is no name."""
@@ -505,6 +523,8 @@ class SpacyDetector:
             r = _name_after(text, m.end(), max_words=3, initials=True)
             if r:
                 add(m.start(), r[1], "PERSON", 0.75, "cue")
+            elif "," not in m.group() and not m.group(1).isupper() and (ws := doubted_after(transcript, m.end())):
+                out.append(span_from_words(transcript, ws, "PERSON", 0.6, "title-doubt"))
         for m in NAME_SLOT_CUES.finditer(text):
             ws = name_slot(transcript, m.end())
             if ws:
