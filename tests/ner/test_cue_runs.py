@@ -250,3 +250,21 @@ def test_the_words_after_a_short_nric_or_passport_up_to_the_clause_end_are_the_r
 ])
 def test_a_short_run_keeps_its_end_where_the_words_after_it_cannot_be_the_rest(text, label, value):
     assert set(found(text)) == {(label, value)}
+
+
+@pytest.mark.parametrize("text,value", [
+    # "the one", "that one": a pronoun, and the symbol or two after it the sentence going on
+    ("my account six oh six three two two five oh seven five is the one four", "six oh six three two two five oh seven five"),
+    ("account number one double eight four three two double seven, that one for my salary",
+     "one double eight four three two double seven"),
+    ("the IC is S nine one two three four five six, this one A", "S nine one two three four five six"),
+])
+def test_the_one_after_a_run_is_a_pronoun_not_digits(text, value):
+    assert {v for _, v in found(text)} == {value}
+
+
+def test_the_one_inside_a_run_with_digits_after_it_stays():
+    """"four five three two the one eight eight seven six ...": the card goes on after "the
+    one" (the recogniser's "the" for "so"), so the run holds it all."""
+    assert set(found("card four five three two the one eight eight seven six one four two oh three six")) == {
+        ("CREDIT_CARD", "four five three two the one eight eight seven six one four two oh three six")}

@@ -118,6 +118,7 @@ CUE_WORDS = frozenset().union(*CUES.values()) | EMAIL_CUES | DATE_CUES
 
 
 SOUND_ONLY = WEAK_WORDS | frozenset(HOMOPHONES)
+DEICTIC = frozenset("the that this".split())  # "the one", "that one": a pronoun
 
 
 def _symbol(word: Word) -> str | None:
@@ -225,6 +226,12 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
             len(parts) > 1 and clean_token(words[parts[-1][0]].text) in SOUND_ONLY
             and not _is_symbolic(words[parts[-1][0] - 1]) and clean_token(words[parts[-1][0] - 1].text) not in JOINERS)):
         parts.pop()
+    # "... five is the one for", "... three, that one for my": "one" after "the", "that" or
+    # "this" is a pronoun, and a symbol right after it the sentence going on
+    tail = [j for j, _ in parts[-2:]]
+    one = next((j for j in tail if clean_token(words[j].text) == "one"), None)
+    if one is not None and one > first and clean_token(words[one - 1].text) in DEICTIC and tail[-1] - one <= 1:
+        parts = [(j, x) for j, x in parts if j < one]
     if not parts:
         return None
     last = parts[-1][0]
