@@ -32,7 +32,9 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    "A, Mastercard ending ..."), or after :data:`MAX_RUN` tokens. Once it holds a whole
    entity of its label (:data:`MAX_SYMBOLS`: plate 8, NRIC 9, phone 10, ...), a stray or
    doubted word ends it too: "S K V four one two seven X, registered for Saturday ..." is
-   no longer one plate. A unit or time word ("pm", "dollars") ends it, and the digits
+   no longer one plate. "one" after "the", "that" or "this" at the run's end, with at most
+   one symbol after it, is a pronoun: the run ends before it ("... five is the one for",
+   "... three, that one for my"). A unit or time word ("pm", "dollars") ends it, and the digits
    just before it are no part of it when other words separate them from the run ("... X
    registered for Saturday six pm" ends at "X").
 4. The run is reported under the cue's label when it holds at least

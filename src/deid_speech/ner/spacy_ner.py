@@ -9,7 +9,10 @@
   ("bin", "binte", "s/o", "d/o") that join two names into one. After a cue such as "I'm"
   or "this is", a lower-case function word, adverb or long gerund that the recogniser was
   sure of starts no name ("I'm talking pretty fast", "this is probably good"); a doubted
-  one does ("I'm having" for "under Darren").
+  one does ("I'm having" for "under Darren"). After a title, the words the recogniser
+  doubted are a name whatever they spell ("mister phone text saying" for "Mr Ong Teck Seng"),
+  unless a comma follows the title, the title is all capitals ("at MS." for "SMS") or the
+  first doubted word is a function word ("uncle at ...").
 * A single capitalised proper noun that the US Census name list holds is a name wherever it
   stands ("faced Gregson across the table"): real speech names people outside the phrasings
   the models learned, and spaCy types such a name ORG or nothing.
