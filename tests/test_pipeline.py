@@ -227,7 +227,8 @@ def test_verify_decodes_the_audio_again_and_adds_what_reaches_beyond_the_redacti
     r = Redactor(RedactConfig(verify=True), asr=FakeAsr(), detectors=[PatternDetector()], verifier=ver)
     audio_out, json_out, result = redact_file(r, call, None, {call.resolve()})
     d = json.loads(json_out.read_text())
-    assert d["verified"] == {"by": "fake-e2e", "passes": 3, "added": 1, "refuted": 0}  # the later passes heard nothing new
+    # the later passes heard nothing new; the phone, which every decoding found, is one agreed span
+    assert d["verified"] == {"by": "fake-e2e", "passes": 3, "added": 1, "refuted": 0, "agreed": 1}
     labels = sorted(s["label"] for s in d["spans"])
     assert labels == ["CREDIT_CARD", "PHONE"] and any("verify" in s["source"] for s in d["spans"])
     assert ver.heard.any() and len(ver.heard) == 10 * 16000  # the whole call, first redaction included
@@ -385,6 +386,37 @@ def test_a_verifier_span_is_added_only_where_it_reaches_beyond_the_redaction():
     assert _reaches(Span(4.0, 4.5, "DATE", 0.9, "date-grammar"), regions)  # nothing covered
 
 
+def test_a_stretch_every_decoding_found_is_one_agreed_span_the_redaction_does_not_pad():
+    """The first decoding's phone and each pass's, timed a little differently, become one span
+    over the union of their times, tagged ``agreed`` and not padded; a stretch that one pass
+    missed, or that holds a name, is left to the usual padded spans."""
+    from deid_speech.ner.base import merge_spans
+    from deid_speech.pipeline import agreed_spans
+    from deid_speech.redact import RedactOptions, padded, redaction_regions
+
+    empty = Transcript.from_words([])
+    first = [Span(1.0, 3.0, "PHONE", 0.9, "patterns"), Span(5.0, 6.0, "NRIC", 0.9, "patterns"),
+             Span(8.0, 9.0, "PERSON", 0.7, "cue")]
+    passes = [(empty, [Span(0.9, 2.8, "PHONE", 0.9, "cue-runs"), Span(5.1, 6.2, "NRIC", 0.9, "patterns"),
+                       Span(8.0, 9.1, "PERSON", 0.7, "cue")]),
+              (empty, [Span(1.1, 2.0, "PHONE", 0.9, "patterns"), Span(2.0, 3.2, "PHONE", 0.6, "cue-runs"),
+                       Span(7.9, 9.0, "PERSON", 0.7, "name-list")])]  # the NRIC: this pass missed it
+    agreed = agreed_spans(first, passes)
+    assert [(s.start, s.end, s.label) for s in agreed] == [(0.9, 3.2, "PHONE")]  # a chain: 2.0-3.2 joins 1.1-2.0
+    assert agreed[0].source == "cue-runs+patterns+verify+agreed"
+    opts = RedactOptions()
+    assert padded(agreed[0], opts) == (0.9, 3.2)
+    assert padded(first[0], opts) == (1.0 - opts.default.pad_before, 3.0 + opts.default.pad_after)
+    opinion = SecondOpinion([Span(2.0, 3.2, "PHONE", 0.6, "cue-runs+verify")], [], agreed)
+    assert opinion.applied(first) == [first[1], first[2], agreed[0]]  # the parts give way to the agreed span
+    # a region that also holds a span one decoding alone found is padded in full
+    merged = merge_spans([agreed[0], Span(3.1, 3.5, "PHONE", 0.6, "cue-runs")])
+    assert "agreed" not in merged[0].source.split("+")
+    assert redaction_regions(merged, opts)[0][:2] == (0.9 - opts.default.pad_before, 3.5 + opts.default.pad_after)
+    assert agreed_spans(first, passes[:1])[0].label == "PHONE"  # one pass: the phone and the NRIC agree
+    assert len(agreed_spans(first, passes[:1])) == 2  # the name never does
+
+
 def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_plain_words():
     """Through redact: the stock model's "Cara Cara Cara" is refuted by two passes that heard
     "car park office" (the report counts it), kept with one pass (one opinion is no majority),
@@ -416,6 +448,7 @@ def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_pl
         assert ("PERSON" in [s.label for s in result.spans]) is kept
         assert "PHONE" in [s.label for s in result.spans]
         assert result.verification["refuted"] == (0 if kept else 1)
+        assert result.verification["agreed"] == (0 if kept else 1)  # the phone: every decoding found it
 
 
 def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacted():
@@ -444,7 +477,10 @@ def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacte
     assert np.array_equal(a.heard[0], audio) and not np.array_equal(b.heard[0], audio)
     assert not np.array_equal(a.heard[1], b.heard[0])  # passes 1 and 2: dithers of their own
     assert sorted(s.label for s in result.spans) == ["CREDIT_CARD", "PHONE"]
-    assert result.verification == {"by": "A,B", "passes": 3, "added": result.verification["added"], "refuted": 0}
+    # the phone every decoding heard is one agreed span; the card only B heard is not
+    assert result.verification == {"by": "A,B", "passes": 3, "added": result.verification["added"], "refuted": 0,
+                                   "agreed": 1}
+    assert [s.label for s in result.spans if "agreed" in s.source.split("+")] == ["PHONE"]
     assert ByPass([a]) is a  # one model is itself
     assert RedactConfig(verifier=" tiny.en-sg , base-sg ").verifiers == ("tiny.en-sg", "base-sg")
 

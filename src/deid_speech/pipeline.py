@@ -127,10 +127,16 @@ class SecondOpinion:
 
     added: list[Span]
     refuted: list[Span]
+    agreed: list[Span] = field(default_factory=list)
 
     def applied(self, spans: list[Span]) -> list[Span]:
-        """``spans`` without the refuted ones, and with the added ones."""
-        return [s for s in spans if s not in self.refuted] + self.added
+        """``spans`` without the refuted ones, and with the added ones; where every decoding
+        found the entity, the one span of :func:`agreed_spans` instead of its parts."""
+        def inside(s: Span) -> bool:
+            return any(s.overlaps(a) for a in self.agreed)
+
+        return [s for s in spans if s not in self.refuted and not inside(s)] \
+            + [s for s in self.added if not inside(s)] + self.agreed
 
 
 def _named(token: str) -> bool:
@@ -174,6 +180,38 @@ def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
     context = NON_PII_AFTER | NON_PII_BEFORE
     before = [w for w in transcript.words if w.end <= span.start + 0.05][-3:]
     return any(clean_token(w.text) in context for w in before + transcript.words_during(span.start, span.end))
+
+
+def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]]) -> list[Span]:
+    """One span for each stretch that the first decoding (``spans``) and every pass found
+    something in: the spans of all of them that overlap one another, chained, merged into
+    one (the union of their times, :func:`merge_spans`) and marked :data:`AGREED`, so that
+    the redaction pads it by :data:`deid_speech.redact.AGREED_PAD` of the padding only. The
+    padding stands for a recogniser's error in timing an entity (p90 of one decoder's);
+    where four decodings found a number, an email or a date, the union of their times
+    already holds that error. Not where a name is among the spans: the decoders garble a
+    name's onset alike, and its padding is what covers it (dev: four names lost 0.15-0.2 s
+    each; docs/results.md §0an). A stretch that one decoding missed is left as it was."""
+    from deid_speech.ner.base import AGREED, merge_spans
+
+    tagged = sorted([(s, 0) for s in spans] + [(s, k + 1) for k, (_, found) in enumerate(passes) for s in found],
+                    key=lambda x: (x[0].start, x[0].end))
+    everyone = set(range(len(passes) + 1))
+    out: list[Span] = []
+    group: list[tuple[Span, int]] = []
+
+    def close() -> None:
+        if group and {k for _, k in group} == everyone and not any(g.label == "PERSON" for g, _ in group):
+            merged = merge_spans([s if k == 0 else replace(s, source=s.source + "+verify") for s, k in group])[0]
+            out.append(replace(merged, source=merged.source + "+" + AGREED))
+        group.clear()
+
+    for s, k in tagged:
+        if group and s.start >= max(g.end for g, _ in group):
+            close()
+        group.append((s, k))
+    close()
+    return out
 
 
 def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
@@ -530,7 +568,9 @@ class Redactor:
                 added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
                           for s in found if _reaches(s, regions)]
             overrules = len(passes) >= 2 and self.config.verifier != "e2e"
-            return SecondOpinion(added, [s for s in spans if overrules and refuted(s, passes)])
+            wrong = [s for s in spans if overrules and refuted(s, passes)]
+            agreed = agreed_spans([s for s in spans if s not in wrong], passes) if overrules else []
+            return SecondOpinion(added, wrong, agreed)
 
     def redact(self, audio: Audio, progress=None, in_place: bool = False) -> RedactResult:
         """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
@@ -553,7 +593,7 @@ class Redactor:
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
-        added_total, refuted_total, uncovered = 0, 0, []
+        added_total, refuted_total, agreed_total, uncovered = 0, 0, 0, []
         for channel, mono in _timed(tracks):
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
@@ -569,6 +609,7 @@ class Redactor:
             if self.verifier is not None:
                 opinion = self.verify(None, spans, heard)
                 added_total, refuted_total = added_total + len(opinion.added), refuted_total + len(opinion.refuted)
+                agreed_total += len(opinion.agreed)
                 spans = merge_spans(opinion.applied(spans))
             found += spans
             per.append((channel, transcript, spans))
@@ -577,7 +618,7 @@ class Redactor:
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
         spans = merge_spans(found)
         verification = ({"by": self.verifier.name, "passes": self.config.verify_passes, "added": added_total,
-                         "refuted": refuted_total}
+                         "refuted": refuted_total, "agreed": agreed_total}
                         if self.verifier is not None else None)
         text = TextRedactor(self.config.redact)  # one per call: numbering and surrogates agree across channels
         redacted = [redact_transcript(tr, spans, text) for _, tr, _ in per]

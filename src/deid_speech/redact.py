@@ -37,6 +37,10 @@ KEY_ENV = "DEID_SPEECH_KEY"  # the secret of the hash operator (and of cross-cal
 PAD_BEFORE = 0.2  # seconds: p90 of how much earlier an entity starts than its detection (bench/onset_offsets.py, dev part)
 PAD_AFTER = 0.15  # p90 of how much later it ends (the same measurement)
 MERGE_GAP = 0.3  # redactions closer than this are joined
+# the share of the padding that a span takes when the first decoder and every verifier pass
+# found it (pipeline.agreed_spans): the union of four decodings' times already holds the
+# timing error the padding is for (docs/results.md §0an)
+AGREED_PAD = 0.0
 MAX_PAD = 2.0
 MIN_SECONDS_PER_CHAR = 0.03  # fast speech is ~15 chars/s; below half that, distrust the times
 GAP_REACH_BEFORE = 0.3  # seconds a span may grow back into the pause before it (see reach_gaps)
@@ -262,9 +266,13 @@ def level_from_frames(rms: np.ndarray) -> float:
 
 
 def padded(span: Span, options: RedactOptions) -> tuple[float, float]:
-    """``span`` widened by its label's padding (no label: the default operator's)."""
+    """``span`` widened by its label's padding (no label: the default operator's); a span
+    that every decoding found (source tag ``agreed``) by :data:`AGREED_PAD` of it."""
+    from deid_speech.ner.base import AGREED
+
     op = options.operator(span.label)
-    return max(0.0, span.start - op.pad_before), span.end + op.pad_after
+    k = AGREED_PAD if AGREED in span.source.split("+") else 1.0
+    return max(0.0, span.start - k * op.pad_before), span.end + k * op.pad_after
 
 
 def redaction_regions(spans: list[Span], options: RedactOptions) -> list[tuple[float, float, Operator]]:

@@ -65,11 +65,18 @@ def span_from_chars(transcript: Transcript, char_start: int, char_end: int, labe
     return span_from_words(transcript, words, label, score, source)
 
 
+# the source tag of a span whose stretch every decoding (the first and each verifier pass)
+# found (pipeline.agreed_spans): its edges are the union of their times, padded less
+AGREED = "agreed"
+
+
 def merge_spans(spans: list[Span], gap: float = 0.0) -> list[Span]:
     """Merge spans that overlap (touching is not overlap) into one per region.
 
     The merged span keeps the label of its highest-scoring member, the max score, the
-    union of times, all sources joined with '+', and the texts of distinct members.
+    union of times, all sources joined with '+', and the texts of distinct members;
+    :data:`AGREED` only when every member holds it (a span that one decoding alone found
+    is padded in full, and so is the region it joins).
     """
     out: list[Span] = []
     group: list[Span] = []
@@ -78,7 +85,8 @@ def merge_spans(spans: list[Span], gap: float = 0.0) -> list[Span]:
         if not group:
             return
         best = max(group, key=lambda s: (s.score, s.duration))
-        sources = "+".join(sorted({p for s in group for p in s.source.split("+") if p}))
+        agreed = all(AGREED in s.source.split("+") for s in group)
+        sources = "+".join(sorted({p for s in group for p in s.source.split("+") if p and (agreed or p != AGREED)}))
         texts: list[str] = []
         for s in sorted(group):
             if s.text and not any(s.text in t for t in texts):
