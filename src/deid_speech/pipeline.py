@@ -190,7 +190,7 @@ def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]])
     padding stands for a recogniser's error in timing an entity (p90 of one decoder's);
     where four decodings found a number, an email or a date, the union of their times
     already holds that error. Not where a name is among the spans: the decoders garble a
-    name's onset alike, and its padding is what covers it (dev: four names lost 0.15-0.2 s
+    name's onset alike, and its padding is what covers it (dev: six names lost 0.09-0.2 s
     each; docs/results.md §0an). A stretch that one decoding missed is left as it was."""
     from deid_speech.ner.base import AGREED, merge_spans
 
