@@ -192,25 +192,17 @@ def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]])
     already holds that error. Not where a name is among the spans: the decoders garble a
     name's onset alike, and its padding is what covers it (dev: six names lost 0.09-0.2 s
     each; docs/results.md §0an). A stretch that one decoding missed is left as it was."""
-    from deid_speech.ner.base import AGREED, merge_spans
+    from deid_speech.ner.base import AGREED, merge_spans, overlapping
 
-    tagged = sorted([(s, 0) for s in spans] + [(s, k + 1) for k, (_, found) in enumerate(passes) for s in found],
-                    key=lambda x: (x[0].start, x[0].end))
-    everyone = set(range(len(passes) + 1))
+    members = [(s, 0) for s in spans] + [(replace(s, source=s.source + "+verify"), k + 1)
+                                         for k, (_, found) in enumerate(passes) for s in found]
+    decoding = {id(s): k for s, k in members}  # 0: the first decoding, k: pass k
     out: list[Span] = []
-    group: list[tuple[Span, int]] = []
-
-    def close() -> None:
-        if group and {k for _, k in group} == everyone and not any(g.label == "PERSON" for g, _ in group):
-            merged = merge_spans([s if k == 0 else replace(s, source=s.source + "+verify") for s, k in group])[0]
+    for group in overlapping([s for s, _ in members]):
+        if {decoding[id(s)] for s in group} == set(range(len(passes) + 1)) \
+                and not any(s.label == "PERSON" for s in group):
+            merged = merge_spans(group)[0]
             out.append(replace(merged, source=merged.source + "+" + AGREED))
-        group.clear()
-
-    for s, k in tagged:
-        if group and s.start >= max(g.end for g, _ in group):
-            close()
-        group.append((s, k))
-    close()
     return out
 
 

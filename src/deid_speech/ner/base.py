@@ -5,7 +5,7 @@ that record their ``source``. Character hits map to time through the words' offs
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from deid_speech.errors import DeidError
@@ -70,8 +70,22 @@ def span_from_chars(transcript: Transcript, char_start: int, char_end: int, labe
 AGREED = "agreed"
 
 
+def overlapping(spans: list[Span], gap: float = 0.0) -> Iterator[list[Span]]:
+    """The spans in order of time, in groups that overlap one another, chained (touching is
+    not overlap; ``gap``: closer than this is)."""
+    group: list[Span] = []
+    for s in sorted(spans):
+        if group and s.start >= max(g.end for g in group) + gap:
+            yield group
+            group = []
+        group.append(s)
+    if group:
+        yield group
+
+
 def merge_spans(spans: list[Span], gap: float = 0.0) -> list[Span]:
-    """Merge spans that overlap (touching is not overlap) into one per region.
+    """Merge spans that overlap (touching is not overlap) into one per region
+    (:func:`overlapping`).
 
     The merged span keeps the label of its highest-scoring member, the max score, the
     union of times, all sources joined with '+', and the texts of distinct members;
@@ -79,11 +93,7 @@ def merge_spans(spans: list[Span], gap: float = 0.0) -> list[Span]:
     is padded in full, and so is the region it joins).
     """
     out: list[Span] = []
-    group: list[Span] = []
-
-    def close() -> None:
-        if not group:
-            return
+    for group in overlapping(spans, gap):
         best = max(group, key=lambda s: (s.score, s.duration))
         agreed = all(AGREED in s.source.split("+") for s in group)
         sources = "+".join(sorted({p for s in group for p in s.source.split("+") if p and (agreed or p != AGREED)}))
@@ -93,11 +103,4 @@ def merge_spans(spans: list[Span], gap: float = 0.0) -> list[Span]:
                 texts = [t for t in texts if t not in s.text] + [s.text]
         out.append(Span(min(s.start for s in group), max(s.end for s in group), best.label,
                         best.score, sources, " | ".join(texts)))
-        group.clear()
-
-    for s in sorted(spans):
-        if group and s.start >= max(g.end for g in group) + gap:
-            close()
-        group.append(s)
-    close()
     return out
