@@ -37,6 +37,7 @@ def test_names_are_found_including_patronymics_and_cues(det, text, name):
     ("my birthday is 12/03/1987", "12/03/1987"),
     ("the appointment is on March the fourth", "March the fourth"),
     ("DOB is the twenty third of December two thousand and one", "twenty third of December two thousand and one"),
+    ("birthday is twenty nine of February you know", "twenty nine of February"),  # a cardinal day, said
 ])
 def test_calendar_dates_are_found(det, text, date):
     dates = [t for lab, t in found(det, text) if lab == "DATE"]
@@ -47,6 +48,11 @@ def test_calendar_dates_are_found(det, text, date):
     "I'll call you back tomorrow, next week can?",
     "ok lah see you later",
     "the office opens at nine thirty",
+    # a month alone, a count of years, a sum: no calendar day
+    "my salary goes to May bank every month",
+    "the rate is two percent for the first three years, after that higher",
+    "the reno is another two thousand one hundred, so the total",
+    "the kids got the June camp at the community centre",
 ])
 def test_relative_times_are_not_dates(det, text):
     assert [x for x in found(det, text) if x[0] == "DATE"] == []

