@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
         for way, first, passes in zip(WAYS, (first_j, first_s, first_j, first_s),
                                       (verifier_j, verifier_j, verifier_s, verifier_s)):
             spans = rj.detect(first)
-            spans = sorted(rj.verify(mono, spans, [Heard(t) for t in passes]).applied(spans))
+            spans = sorted(rj.verify(mono, spans, [Heard(t) for t in passes], first).applied(spans))
             score = SystemScore()
             score.add(joined, Prediction(spans, first, redact_text(first, spans), rj.config.redact,
                                          unchecked_speech(mono, first.words, regions)), len(mono) / MODEL_RATE)

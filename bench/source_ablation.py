@@ -78,14 +78,14 @@ def patched(variant: str):
         init(self, *a, **k)
         self.detectors = [Dropping(d) for d in self.detectors]
 
-    def verify2(self, mono, spans, heard=None):
+    def verify2(self, mono, spans, heard=None, transcript=None):
         if "verify:*" in changes:
             for pending in heard or ():
                 pending.result()  # read the cache as the default does; add nothing
             return pipeline.SecondOpinion([], [])
         _state["in_verify"] = True
         try:
-            return verify(self, mono, spans, heard)
+            return verify(self, mono, spans, heard, transcript)
         finally:
             _state["in_verify"] = False
 

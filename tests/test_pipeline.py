@@ -936,3 +936,50 @@ def test_an_in_process_whisper_verifier_hears_its_dithered_pass_by_slices_withou
         assert len(heard) == 2 and heard[0] is audio  # pass 0: the track itself
         assert isinstance(heard[1], DitheredTrack) is lazy
         assert np.array_equal(np.asarray(heard[1]), dither(audio, 1))  # the same values either way
+
+
+def test_a_number_one_decoding_heard_named_as_a_look_alike_is_dropped_from_every_decoding():
+    """A parcel's tracking code: the first decoder heard "truck is S D F G ..." and found a plate;
+    one pass heard "tracking" before the same code, so it is a look-alike in every decoding,
+    the first decoder's span, a pass's added span and the agreed span alike; where another
+    decoding heard "IC" before it, or the span is a name, it stays."""
+    from deid_speech.pipeline import named_lookalike
+
+    def at(text, t0=1.0):
+        return Transcript.from_words([(w, t0 + 0.3 * i, t0 + 0.3 * i + 0.25, 0.9) for i, w in enumerate(text.split())])
+
+    first = at("parcel truck is S D F G seven one one four oh two two nine five they say")
+    heard_tracking = at("parcel tracking S D F G seven one one four oh two two nine five they say", t0=1.3)
+    heard_ic = at("parcel my IC S D F G seven one one four oh two two nine five they say")
+    code = Span(1.9, 5.85, "CAR_PLATE", 0.6, "cue-runs")
+    assert named_lookalike(code, [first, heard_tracking])
+    assert not named_lookalike(code, [first])  # no decoding heard the context word
+    assert not named_lookalike(code, [first, heard_tracking, heard_ic])  # a PII cue overrules it
+    assert not named_lookalike(Span(1.9, 5.85, "PERSON", 0.6, "cue"), [first, heard_tracking])
+
+    class Passes:
+        def __init__(self, transcripts):
+            self.transcripts = transcripts
+
+    class Heard:
+        def __init__(self, tr):
+            self.tr = tr
+
+        def result(self):
+            return Recognition(self.tr)
+
+    class Plate:
+        name = "plate"
+
+        def detect(self, transcript):
+            ws = [w for w in transcript.words if w.text in "S D F G seven one four oh two nine five".split()]
+            return [Span(ws[0].start, ws[-1].end, "CAR_PLATE", 0.9, "patterns")]
+
+    r = Redactor(RedactConfig(verify=True, verify_passes=2), asr=FakeAsr(), detectors=[Plate()],
+                 verifier=FakeVerifier())
+    spans = Plate().detect(first)
+    opinion = r.verify(None, spans, [Heard(heard_tracking), Heard(first)], first)
+    assert opinion.refuted == spans and opinion.added == [] and opinion.agreed == []
+    assert opinion.applied(spans) == []
+    kept = r.verify(None, spans, [Heard(heard_ic), Heard(first)], first)
+    assert kept.refuted == [] and kept.applied(spans) and kept.agreed  # every decoding found it

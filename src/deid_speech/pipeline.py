@@ -182,6 +182,27 @@ def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
     return any(clean_token(w.text) in context for w in before + transcript.words_during(span.start, span.end))
 
 
+# a span's core, for asking a decoding what was said around it: its own words, not the cue or
+# the word after it that a span reaching across a pause may also touch
+CORE_TRIM = 0.15
+
+
+def named_lookalike(span: Span, transcripts: list[Transcript]) -> bool:
+    """Whether ``span`` is a number that some decoding (``transcripts``: the first decoder's and
+    every pass's) heard named as a look-alike (:func:`deid_speech.ner.patterns.lookalike`:
+    "tracking S D X S E oh three ...", "policy number L seven eight ...") while no decoding
+    heard a PII cue before it (:func:`~deid_speech.ner.patterns.pii_cue_before`). A decoding
+    that misheard the context word ("truck is S D F G ...") found the number and kept it; the
+    one that heard the word knows what it is (dev utterances: 0.7 points less over-redaction,
+    the same leak; docs/results.md §0ao). Names, emails and dates never are."""
+    from deid_speech.ner.patterns import NUMBER_LABELS, lookalike, pii_cue_before
+
+    if span.label not in NUMBER_LABELS:
+        return False
+    core = replace(span, start=span.start + CORE_TRIM, end=max(span.start + CORE_TRIM + 0.05, span.end - CORE_TRIM))
+    return any(lookalike(core, t) for t in transcripts) and not any(pii_cue_before(core, t) for t in transcripts)
+
+
 def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]]) -> list[Span]:
     """One span for each stretch that the first decoding (``spans``) and every pass found
     something in: the spans of all of them that overlap one another, chained, merged into
@@ -522,7 +543,8 @@ class Redactor:
             return [_Later(self.verifier, mono, k) for k in passes]
         return submit(mono, tuple(passes))
 
-    def verify(self, mono, spans: list[Span], heard: list | None = None) -> SecondOpinion:
+    def verify(self, mono, spans: list[Span], heard: list | None = None,
+               transcript: Transcript | None = None) -> SecondOpinion:
         """A second opinion: let the verifier (another decoder: by default tiny.en-sg and
         base-sg taking turns by pass, fine-tunes that hear Singlish PII the stock model misses;
         or the e2e model)
@@ -544,7 +566,9 @@ class Redactor:
         The passes also overrule the first decoder (:func:`refuted`): a span of ``spans`` that
         no pass found anything in, where every pass heard plain words it was sure of, is
         dropped (a Whisper verifier of two or more passes; the e2e model gives no word
-        probabilities)."""
+        probabilities). A number that one decoding (the first one's ``transcript``, when
+        given, or a pass's) heard named as a look-alike, and none heard a PII cue before, is
+        dropped from them all (:func:`named_lookalike`)."""
         from deid_speech import timing
         from deid_speech.intervals import union
         from deid_speech.redact import redaction_regions
@@ -560,9 +584,11 @@ class Redactor:
                 added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
                           for s in found if _reaches(s, regions)]
             overrules = len(passes) >= 2 and self.config.verifier != "e2e"
-            wrong = [s for s in spans if overrules and refuted(s, passes)]
+            heard_by = ([transcript] if transcript is not None else []) + [t for t, _ in passes]
+            wrong = [s for s in spans if (overrules and refuted(s, passes)) or named_lookalike(s, heard_by)]
             agreed = agreed_spans([s for s in spans if s not in wrong], passes) if overrules else []
-            return SecondOpinion(added, wrong, agreed)
+            return SecondOpinion([s for s in added if not named_lookalike(s, heard_by)], wrong,
+                                 [s for s in agreed if not named_lookalike(s, heard_by)])
 
     def redact(self, audio: Audio, progress=None, in_place: bool = False) -> RedactResult:
         """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
@@ -599,7 +625,7 @@ class Redactor:
             # holds) its own, a verifier in this process its pending passes (a long call's memory, §0aj)
             del mono
             if self.verifier is not None:
-                opinion = self.verify(None, spans, heard)
+                opinion = self.verify(None, spans, heard, transcript)
                 added_total, refuted_total = added_total + len(opinion.added), refuted_total + len(opinion.refuted)
                 agreed_total += len(opinion.agreed)
                 spans = merge_spans(opinion.applied(spans))

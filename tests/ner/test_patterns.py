@@ -277,3 +277,46 @@ def test_spelled_letters_are_no_look_alikes_whatever_the_context():
     tr = make_transcript("the receipt is E A eight C A eight thank you")
     span = _NerLike("CAR_PLATE").detect(tr)[0]
     assert not lookalike(span, tr)
+
+
+def _words_span(tr, first: str, last: str, label: str):
+    """The span from the first word ``first`` to the last word ``last`` of ``tr``."""
+    from deid_speech.types import Span
+
+    texts = [w.text.strip(",.") for w in tr.words]
+    i, j = texts.index(first), len(texts) - 1 - texts[::-1].index(last)
+    return Span(tr.words[i].start, tr.words[j].end, label)
+
+
+@pytest.mark.parametrize("text,first,last,label,code", [
+    # a code after a look-alike's context word: letters and at least as many digits
+    ("the parcel tracking S P X S G oh three one eight eight seven two the driver say", "S", "two", "CAR_PLATE", True),
+    ("ok quotation number Q R seven seven one nine eight I email you", "Q", "eight", "NRIC", True),
+    ("policy number L seven eight three two nine one five oh the premium", "L", "oh", "NRIC", True),
+    ("order number S G two three four five seven eight nine two boxes", "S", "nine", "NRIC", True),
+    # more letters than digits, or too few digits: a spelled name may hide there
+    ("the receipt is E A eight C A eight thank you", "E", "eight", "CAR_PLATE", False),
+    ("order number S G A B two three ok", "S", "three", "CAR_PLATE", False),
+    # no context word naming it, or a valid NRIC: never a look-alike
+    ("my IC number is S P X S G oh three one eight eight seven two", "S", "two", "NRIC", False),
+    ("tracking S1234567D is my IC", "S1234567D", "S1234567D", "NRIC", False),
+])
+def test_a_code_with_letters_after_a_look_alikes_context_word_is_a_look_alike(text, first, last, label, code):
+    from deid_speech.ner.patterns import lookalike
+
+    tr = make_transcript(text)
+    assert lookalike(_words_span(tr, first, last, label), tr) is code
+
+
+@pytest.mark.parametrize("text,first,last,pii", [
+    ("for the order, my IC S nine one two three four five six A", "S", "A", True),
+    ("the car plate S J D seven five oh K", "S", "K", True),
+    ("the Ninja Van parcel, tracking N V S G seven one one four", "N", "four", False),  # "van" is further
+    ("IC number is order number S G two three four five", "S", "five", False),  # the nearest word wins
+    ("ok lah then S G two three four five", "S", "five", False),  # no cue within three words
+])
+def test_the_nearest_context_word_says_whether_a_pii_cue_names_a_number(text, first, last, pii):
+    from deid_speech.ner.patterns import pii_cue_before
+
+    tr = make_transcript(text)
+    assert pii_cue_before(_words_span(tr, first, last, "NRIC"), tr) is pii

@@ -223,7 +223,7 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = REC
             out[name] = Prediction(spans, t, redact_text(t, spans), options, blank_tag if name in tagging else blank_tr)
         if verifying is not None:
             first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
-            spans = sorted(verifying.verify(mono, first, heard).applied(first))
+            spans = sorted(verifying.verify(mono, first, heard, tr).applied(first))
             out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options, blank_tr)
         yield item, audio.duration, out
 

@@ -27,7 +27,11 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    "cents", "pm", "am" is not reported, unless a
    validator passes on a shape that cannot be confused (a valid NRIC, a Luhn-valid
    16-digit card); the same context vetoes the spans of every other detector (the trained
-   NER's too: :func:`lookalike`, applied by the redactor). Stretches under 7 digits are
+   NER's too: :func:`lookalike`, applied by the redactor, where a run with spelled letters
+   is a look-alike too when it is a code: three or more digits and no more letters than
+   digits, "tracking S P X S G oh three ..."; with the verifier, a number that one decoding
+   heard named so and no decoding heard a PII cue before is dropped from all, see
+   ``pipeline.named_lookalike``). Stretches under 7 digits are
    never reported by this detector (prices, times, block/unit/bus numbers, last-four
    mentions); dates are the date detector's job. Spoken quantities are read as numbers:
    "eighty eight thousand four hundred" is 88400, not the digits 8800400.
@@ -65,7 +69,7 @@ CUES: dict[str, frozenset[str]] = {
 NON_PII_BEFORE = frozenset(
     "order reference ref tracking booking invoice ticket case block blk unit bus flight queue "
     "lot postal price cost costs $ room level floor hash # model serial parcel item receipt "
-    "transaction quotation quote voucher promo code".split())
+    "transaction quotation quote voucher promo code policy".split())
 NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometres".split())
 KNOWN_TLDS = frozenset("com sg net org edu gov co my io biz info uk au in id hk".split())
 # mail providers: "<local part> at hotmail dot com" is an address even where "at" was misheard
@@ -232,6 +236,7 @@ def _unmistakable(h: _Hit) -> bool:
 
 
 LOOKALIKE_GLUE = frozenset("number no num is was it's code id".split())
+LOOKALIKE_CODE_DIGITS = 3  # a run with letters is a look-alike code only with this many digits (lookalike)
 NUMBER_LABELS = frozenset({"PHONE", "NRIC", "PASSPORT_NUM", "CREDIT_CARD", "CAR_PLATE", "BANK_ACCOUNT"})
 
 
@@ -257,9 +262,28 @@ def lookalike(span: Span, transcript: Transcript) -> bool:
         return False
     runs = [sym for _, _, sym in normalize_tokens(tokens[idx[0]: idx[-1] + 1])]
     # spelled letters may be a misheard name or ID after a misheard context word ("the
-    # receipt is E A eight C A eight" for "... is M E H T A"): only digits are look-alikes
-    return all(sym.text.isdigit() for sym in runs) and not any(_unmistakable(h) for sym in runs
-                                                                for h in _classify(sym, None))
+    # receipt is E A eight C A eight" for "... is M E H T A"): letters are a look-alike only in
+    # a code, at least LOOKALIKE_CODE_DIGITS digits and no more letters than digits ("tracking
+    # S P X S G oh three one eight eight seven two", "quotation number Q R seven seven one")
+    text = "".join(sym.text for sym in runs)
+    digits = sum(c.isdigit() for c in text)
+    code = digits == len(text) or (digits >= LOOKALIKE_CODE_DIGITS and 2 * digits >= len(text))
+    return code and not any(_unmistakable(h) for sym in runs for h in _classify(sym, None))
+
+
+def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
+    """Whether the context word nearest before ``span`` (within ``window`` words) is a cue of
+    a PII label ("IC", "card", "account"; :data:`CUES`) rather than a look-alike's
+    (:data:`NON_PII_BEFORE`): "my IC S ..." is, "order number, S G ..." is not."""
+    idx = [k for k, w in enumerate(transcript.words) if w.start < span.end and span.start < w.end]
+    cues = frozenset().union(*CUES.values())
+    for k in range(idx[0] - 1, max(-1, idx[0] - window - 1), -1) if idx else ():
+        t = clean_token(transcript.words[k].text)
+        if t in NON_PII_BEFORE:
+            return False
+        if t in cues:
+            return True
+    return False
 
 
 @register("patterns")
