@@ -417,6 +417,24 @@ def test_a_stretch_every_decoding_found_is_one_agreed_span_the_redaction_does_no
     assert len(agreed_spans(first, passes[:1])) == 2  # the name never does
 
 
+def test_a_doubted_particle_or_a_spelled_acronym_does_not_stop_the_passes_refuting_a_name():
+    """"You're" for the particle "ya": a pass that doubted "ya" (0.17) but was sure of the rest
+    still overrules it, and so does one that heard "DOB" (three spelled letters, but an acronym);
+    a doubted word that is no particle, or spelled letters that are no acronym, do not."""
+    from deid_speech.pipeline import refuted
+
+    name = Span(1.0, 2.2, "PERSON", 0.6, "ner", "You're")
+
+    def heard(*words):
+        return Transcript.from_words([(w, 1.0 + 0.3 * i, 1.25 + 0.3 * i, p) for i, (w, p) in enumerate(words)]), []
+
+    ya = heard(("sign", 0.9), ("up", 0.9), ("ya", 0.17), ("lah,", 0.95))
+    dob = heard(("your", 0.8), ("DOB", 0.52), ("account", 0.9), ("ok", 0.9))
+    assert refuted(name, [ya, dob])
+    assert not refuted(name, [ya, heard(("sign", 0.9), ("up", 0.9), ("Yana", 0.17), ("lah,", 0.95))])
+    assert not refuted(name, [ya, heard(("your", 0.8), ("DJB", 0.52), ("account", 0.9), ("ok", 0.9))])
+
+
 def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_plain_words():
     """Through redact: the stock model's "Cara Cara Cara" is refuted by two passes that heard
     "car park office" (the report counts it), kept with one pass (one opinion is no majority),

@@ -108,6 +108,9 @@ class RedactConfig:
 SURE_PROB = 0.3
 PLAIN_SYMBOLS = 2
 NUMBER_SYMBOLS = 6
+# acronyms a caller says letter by letter that are no identifier, beside the spaCy detector's
+# ACRONYMS (banks, agencies): a pass that heard them over a non-number span heard no name there
+SPELLED_ACRONYMS = frozenset({"dob", "ic"})
 # a pass that left this long a stretch of the span without a word skipped words there: no opinion
 # ("two two six five" heard where the first decoder wrote all ten digits of an account)
 MAX_UNHEARD = 1.0
@@ -242,21 +245,28 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     (:func:`_lookalike_heard`: "about thirty eight dollars fifty four thousand", where the
     first decoder wrote "38 ,000, 15, 4 ,000, 15, 4 ,000, 15, 4K").
     A pass whose words leave more than :data:`MAX_UNHEARD` s of the span uncovered skipped
-    words there, and gives no opinion."""
+    words there, and gives no opinion. Over any other span, a filler or particle the pass
+    doubted ("ya" 0.17 where the first decoder wrote "You're") does not count against its
+    certainty, nor do the letters of an acronym callers spell ("DOB", "IC") count as symbols
+    (dev calls: 0.2 points less over-redaction, the same leak; docs/results.md §0ao)."""
     from statistics import median
 
     from deid_speech.ner.patterns import NUMBER_LABELS
-    from deid_speech.spoken import normalize_tokens
+    from deid_speech.ner.spacy_ner import ACRONYMS, FILLERS
+    from deid_speech.spoken import clean_token, normalize_tokens
 
     number = span.label in NUMBER_LABELS
     for transcript, found in passes:
         if any(span.overlaps(f) for f in found):
             return False
         words = transcript.words_during(span.start, span.end)
-        if not words or (median if number else min)(w.prob for w in words) < SURE_PROB \
-                or any(_named(w.text) for w in words) or _unheard(span, words) > MAX_UNHEARD:
+        if not words or any(_named(w.text) for w in words) or _unheard(span, words) > MAX_UNHEARD:
             return False
-        symbols = sum(len(sym.text) for _, _, sym in normalize_tokens([w.text for w in words]))
+        probs = [w.prob for w in words if number or clean_token(w.text) not in FILLERS]
+        if probs and (median if number else min)(probs) < SURE_PROB:
+            return False
+        tokens = [w.text for w in words if number or clean_token(w.text) not in ACRONYMS | SPELLED_ACRONYMS]
+        symbols = sum(len(sym.text) for _, _, sym in normalize_tokens(tokens))
         if symbols > (NUMBER_SYMBOLS if number else PLAIN_SYMBOLS) and not (number and _lookalike_heard(span, transcript)):
             return False
     return True
