@@ -970,10 +970,12 @@ def test_a_number_one_decoding_heard_named_as_a_look_alike_is_dropped_from_every
     heard_tracking = at("parcel tracking S D F G seven one one four oh two two nine five they say", t0=1.3)
     heard_ic = at("parcel my IC S D F G seven one one four oh two two nine five they say")
     code = Span(1.9, 5.85, "CAR_PLATE", 0.6, "cue-runs")
-    assert named_lookalike(code, [first, heard_tracking])
-    assert not named_lookalike(code, [first])  # no decoding heard the context word
-    assert not named_lookalike(code, [first, heard_tracking, heard_ic])  # a PII cue overrules it
-    assert not named_lookalike(Span(1.9, 5.85, "PERSON", 0.6, "cue"), [first, heard_tracking])
+    assert named_lookalike(code, [(first, [code]), (heard_tracking, [])])
+    assert not named_lookalike(code, [(first, [code])])  # no decoding heard the context word
+    assert not named_lookalike(code, [(first, [code]), (heard_tracking, []), (heard_ic, [code])])  # a PII cue
+    assert not named_lookalike(Span(1.9, 5.85, "PERSON", 0.6, "cue"), [(first, []), (heard_tracking, [])])
+    # a decoding that found a span there names nothing, whatever stands before the stretch in it
+    assert not named_lookalike(code, [(first, [code]), (heard_tracking, [Span(2.5, 5.9, "CAR_PLATE", 0.9, "ner")])])
 
     class Passes:
         def __init__(self, transcripts):

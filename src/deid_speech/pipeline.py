@@ -190,20 +190,25 @@ def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
 CORE_TRIM = 0.15
 
 
-def named_lookalike(span: Span, transcripts: list[Transcript]) -> bool:
-    """Whether ``span`` is a number that some decoding (``transcripts``: the first decoder's and
-    every pass's) heard named as a look-alike (:func:`deid_speech.ner.patterns.lookalike`:
-    "tracking S D X S E oh three ...", "policy number L seven eight ...") while no decoding
-    heard a PII cue before it (:func:`~deid_speech.ner.patterns.pii_cue_before`). A decoding
-    that misheard the context word ("truck is S D F G ...") found the number and kept it; the
-    one that heard the word knows what it is (dev utterances: 0.7 points less over-redaction,
-    the same leak; docs/results.md §0ao). Names, emails and dates never are."""
+def named_lookalike(span: Span, decodings: list[tuple[Transcript, list[Span]]]) -> bool:
+    """Whether ``span`` is a number that some decoding (``decodings``: the first decoder's and
+    every pass's transcript with the spans found in it) heard named as a look-alike and found
+    nothing in (:func:`deid_speech.ner.patterns.lookalike`: "tracking S D X S E oh three ...",
+    "policy number L seven eight ..."), while no decoding heard a PII cue before it
+    (:func:`~deid_speech.ner.patterns.pii_cue_before`). A decoding that misheard the context
+    word ("truck is S D F G ...") found the number and kept it; the one that heard the word
+    knows what it is (dev utterances: 0.8 points less over-redaction, the same leak;
+    docs/results.md §0ao). A decoding that found a span there does not count, whatever words
+    precede the stretch in it: another decoding may have stretched the span back over words
+    it heard otherwise ("city bank loan hash one, ... one oh four eight ..." for "Citibank no
+    dash one, ..."). Names, emails and dates never are look-alikes."""
     from deid_speech.ner.patterns import NUMBER_LABELS, lookalike, pii_cue_before
 
     if span.label not in NUMBER_LABELS:
         return False
     core = replace(span, start=span.start + CORE_TRIM, end=max(span.start + CORE_TRIM + 0.05, span.end - CORE_TRIM))
-    return any(lookalike(core, t) for t in transcripts) and not any(pii_cue_before(core, t) for t in transcripts)
+    return any(not any(core.overlaps(f) for f in found) and lookalike(core, t) for t, found in decodings) \
+        and not any(pii_cue_before(core, t) for t, _ in decodings)
 
 
 def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]]) -> list[Span]:
@@ -594,7 +599,7 @@ class Redactor:
                 added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
                           for s in found if _reaches(s, regions)]
             overrules = len(passes) >= 2 and self.config.verifier != "e2e"
-            heard_by = ([transcript] if transcript is not None else []) + [t for t, _ in passes]
+            heard_by = ([(transcript, spans)] if transcript is not None else []) + passes
             wrong = [s for s in spans if (overrules and refuted(s, passes)) or named_lookalike(s, heard_by)]
             agreed = agreed_spans([s for s in spans if s not in wrong], passes) if overrules else []
             return SecondOpinion([s for s in added if not named_lookalike(s, heard_by)], wrong,
