@@ -197,7 +197,7 @@ def named_lookalike(span: Span, decodings: list[tuple[Transcript, list[Span]]]) 
     "policy number L seven eight ..."), while no decoding heard a PII cue before it
     (:func:`~deid_speech.ner.patterns.pii_cue_before`). A decoding that misheard the context
     word ("truck is S D F G ...") found the number and kept it; the one that heard the word
-    knows what it is (dev utterances: 0.8 points less over-redaction, the same leak;
+    knows what it is (dev utterances: 0.7 points less over-redaction, the same leak;
     docs/results.md §0ao). A decoding that found a span there does not count, whatever words
     precede the stretch in it: another decoding may have stretched the span back over words
     it heard otherwise ("city bank loan hash one, ... one oh four eight ..." for "Citibank no

@@ -66,6 +66,7 @@ from __future__ import annotations
 import re
 
 from deid_speech.ner.base import register, span_from_words
+from deid_speech.ner.patterns import CUE_WORDS as _LABEL_CUE_WORDS
 from deid_speech.ner.patterns import CUES, MAIL_PROVIDERS, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
@@ -116,7 +117,7 @@ _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thous
 # the words that announce an entity: inside a run they end it (the entity they announce is
 # another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."); before it
 # they are glue, unless they read as symbols ("IC" may be a garbled plate's letters)
-CUE_WORDS = frozenset().union(*CUES.values()) | EMAIL_CUES | DATE_CUES
+CUE_WORDS = _LABEL_CUE_WORDS | EMAIL_CUES | DATE_CUES
 
 
 SOUND_ONLY = WEAK_WORDS | frozenset(HOMOPHONES)

@@ -71,6 +71,7 @@ NON_PII_BEFORE = frozenset(
     "lot postal price cost costs $ room level floor hash # model serial parcel item receipt "
     "transaction quotation quote voucher promo code policy".split())
 NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometres".split())
+CUE_WORDS = frozenset().union(*CUES.values())  # every label's cue words
 KNOWN_TLDS = frozenset("com sg net org edu gov co my io biz info uk au in id hk".split())
 # mail providers: "<local part> at hotmail dot com" is an address even where "at" was misheard
 # ("day day that's hotmail dot com") and no cue was heard; "mail" alone is too common a word
@@ -276,12 +277,11 @@ def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
     a PII label ("IC", "card", "account"; :data:`CUES`) rather than a look-alike's
     (:data:`NON_PII_BEFORE`): "my IC S ..." is, "order number, S G ..." is not."""
     idx = [k for k, w in enumerate(transcript.words) if w.start < span.end and span.start < w.end]
-    cues = frozenset().union(*CUES.values())
     for k in range(idx[0] - 1, max(-1, idx[0] - window - 1), -1) if idx else ():
         t = clean_token(transcript.words[k].text)
         if t in NON_PII_BEFORE:
             return False
-        if t in cues:
+        if t in CUE_WORDS:
             return True
     return False
 

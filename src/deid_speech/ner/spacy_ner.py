@@ -68,7 +68,7 @@ DATE_RX = re.compile(
 _DAY = r"(?:" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th))"  # an ordinal, said or written
 # a year: four digits, "nineteen" with a number after it, "two thousand" unless "hundred"
 # follows (a sum: "two thousand one hundred")
-_YEAR_RX = re.compile(r"\b(?:(?:19|20)\d\d|nineteen[ -](?:" + _NUMW[3:-1] + r"|\d)|two thousand(?![ -](?:and[ -])?"
+_YEAR_RX = re.compile(r"\b(?:(?:19|20)\d\d|nineteen[ -](?:" + _NUMW + r"|\d)|two thousand(?![ -](?:and[ -])?"
                       r"(?:\w+[ -])?hundred\b))", re.IGNORECASE)
 _NUMERIC_DATE_RX = re.compile(r"\b\d{1,2}[/.-]\d{1,2}\b")
 _MONTH_RX = re.compile(r"\b" + _MONTH + r"(?!\w)", re.IGNORECASE)
@@ -80,7 +80,7 @@ _DAY_RX = re.compile(r"\b" + _DAY + r"\b", re.IGNORECASE)
 ORDINAL_NOUNS = frozenset("floor floors storey level office room time times century place row seat queue "
                           "counter person grade class lesson round attempt shift stop exit gate lane block "
                           "house child son daughter week weeks month months year years".split())
-_DAY_BEFORE_NOUN_RX = re.compile(r"\b" + _DAY + r"\s+(?:(?:" + _NUMW[3:-1] + r"|\d+)\s+)?(?:"
+_DAY_BEFORE_NOUN_RX = re.compile(r"\b" + _DAY + r"\s+(?:(?:" + _NUMW + r"|\d+)\s+)?(?:"
                                  + "|".join(sorted(ORDINAL_NOUNS)) + r")\b", re.IGNORECASE)
 
 
