@@ -977,10 +977,6 @@ def test_a_number_one_decoding_heard_named_as_a_look_alike_is_dropped_from_every
     # a decoding that found a span there names nothing, whatever stands before the stretch in it
     assert not named_lookalike(code, [(first, [code]), (heard_tracking, [Span(2.5, 5.9, "CAR_PLATE", 0.9, "ner")])])
 
-    class Passes:
-        def __init__(self, transcripts):
-            self.transcripts = transcripts
-
     class Heard:
         def __init__(self, tr):
             self.tr = tr
@@ -1003,3 +999,40 @@ def test_a_number_one_decoding_heard_named_as_a_look_alike_is_dropped_from_every
     assert opinion.applied(spans) == []
     kept = r.verify(None, spans, [Heard(heard_ic), Heard(first)], first)
     assert kept.refuted == [] and kept.applied(spans) and kept.agreed  # every decoding found it
+
+
+def test_speech_every_decoding_doubted_at_the_same_moment_is_redacted_as_a_name():
+    """"minimum / data / double / minimum" for "Zubaidah": where the first decoding and every pass
+    gave the words at one moment a probability under DOUBTED_PROB, that moment is a name; one
+    decoding sure of its word there, a moment shorter than MIN_DOUBTED_S or a verifier of one
+    pass adds nothing."""
+    from deid_speech.pipeline import DOUBTED_PROB, MIN_DOUBTED_S, doubted_everywhere
+
+    low = DOUBTED_PROB / 2
+
+    def heard(*words):
+        return Transcript.from_words([(w, a, b, p) for w, a, b, p in words])
+
+    first = heard(("my", 0.0, 0.3, 0.9), ("minimum", 0.8, 1.1, low), ("binte", 1.1, 1.4, 0.9))
+    p1 = heard(("my", 0.0, 0.3, 0.9), ("data", 0.7, 1.0, low), ("binte", 1.1, 1.4, 0.9))
+    p2 = heard(("my", 0.0, 0.3, 0.9), ("double", 0.85, 1.2, low), ("binte", 1.2, 1.4, 0.9))
+    sure = heard(("my", 0.0, 0.3, 0.9), ("minimum", 0.8, 1.1, 0.9), ("binte", 1.1, 1.4, 0.9))
+    (span,) = doubted_everywhere([first, p1, p2])
+    assert (span.start, span.end, span.label, span.source) == (0.85, 1.0, "PERSON", "doubted")
+    assert doubted_everywhere([sure, p1, p2]) == []
+    brief = heard(("my", 0.0, 0.3, 0.9), ("double", 0.99, 1.2, low))
+    assert 1.0 - 0.99 < MIN_DOUBTED_S and doubted_everywhere([first, p1, brief]) == []
+
+    class Heard:
+        def __init__(self, tr):
+            self.tr = tr
+
+        def result(self):
+            return Recognition(self.tr)
+
+    r = Redactor(RedactConfig(verify=True, verify_passes=2), asr=FakeAsr(), detectors=[PatternDetector()],
+                 verifier=FakeVerifier())
+    assert [s.source for s in r.verify(None, [], [Heard(p1), Heard(p2)], first).added] == ["doubted"]
+    # the first decoding's own transcript is asked, not a pass's: sure there, nothing is added
+    assert r.verify(None, [], [Heard(p1), Heard(p2)], sure).added == []
+    assert r.verify(None, [], [Heard(p1), Heard(p2)]).added == []  # without the first transcript: no opinion

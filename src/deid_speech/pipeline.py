@@ -121,6 +121,13 @@ MAX_UNHEARD = 1.0
 # digit escaped; docs/results.md §0am)
 MIN_REACH = 0.05
 MIN_REACH_NUMBER = 0.1
+# where every decoding (the first and each pass) gave the words at the same moment a probability
+# under this, none of them could read that speech: a name they do not know, most often ("minimum /
+# data / double / minimum" for "Zubaidah"); it is redacted as a name (dev utterances: 0.19 points
+# less leak for 0.3 more over-redaction, the calls the same leak for 0.2 more; at 0.3: 0.29 / 1.2
+# and 0.36 / 0.8; docs/results.md §0ao)
+DOUBTED_PROB = 0.2
+MIN_DOUBTED_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -209,6 +216,23 @@ def named_lookalike(span: Span, decodings: list[tuple[Transcript, list[Span]]]) 
     core = replace(span, start=span.start + CORE_TRIM, end=max(span.start + CORE_TRIM + 0.05, span.end - CORE_TRIM))
     return any(not any(core.overlaps(f) for f in found) and lookalike(core, t) for t, found in decodings) \
         and not any(pii_cue_before(core, t) for t, _ in decodings)
+
+
+def doubted_everywhere(transcripts: list[Transcript]) -> list[Span]:
+    """PERSON spans (source ``doubted``) over the moments where every one of ``transcripts``
+    holds a word it gave a probability under :data:`DOUBTED_PROB`, each at least
+    :data:`MIN_DOUBTED_S` long. Each decoding alone doubts many everyday words; all of them at
+    once, two models and dithered audio, seldom do but where the speech is no word they know."""
+    from deid_speech.intervals import union
+
+    if not transcripts:
+        return []
+    lows = [union([(w.start, w.end) for w in t.words if w.prob < DOUBTED_PROB and w.text.strip(" ,.?!")])
+            for t in transcripts]
+    common = lows[0]
+    for other in lows[1:]:
+        common = [(max(a, c), min(b, d)) for a, b in common for c, d in other if max(a, c) < min(b, d)]
+    return [Span(a, b, "PERSON", 0.5, "doubted") for a, b in union(common) if b - a >= MIN_DOUBTED_S]
 
 
 def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]]) -> list[Span]:
@@ -583,7 +607,9 @@ class Redactor:
         dropped (a Whisper verifier of two or more passes; the e2e model gives no word
         probabilities). A number that one decoding (the first one's ``transcript``, when
         given, or a pass's) heard named as a look-alike, and none heard a PII cue before, is
-        dropped from them all (:func:`named_lookalike`)."""
+        dropped from them all (:func:`named_lookalike`). Where the first decoding (given as
+        ``transcript``) and every pass doubted the words at the same moment, that speech is
+        added as a name (:func:`doubted_everywhere`; a Whisper verifier of two or more passes)."""
         from deid_speech import timing
         from deid_speech.intervals import union
         from deid_speech.redact import redaction_regions
@@ -593,12 +619,15 @@ class Redactor:
         with timing.stage("verification", absorb=True):
             for pending in heard if heard is not None else self.listen(mono):
                 regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
-                transcript = pending.result().transcript
-                found = self.detect(transcript)
-                passes.append((transcript, found))
+                heard_k = pending.result().transcript
+                found = self.detect(heard_k)
+                passes.append((heard_k, found))
                 added += [Span(s.start, s.end, s.label, s.score, s.source + "+verify", s.text)
                           for s in found if _reaches(s, regions)]
             overrules = len(passes) >= 2 and self.config.verifier != "e2e"
+            if overrules and transcript is not None:
+                regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
+                added += [s for s in doubted_everywhere([transcript] + [t for t, _ in passes]) if _reaches(s, regions)]
             heard_by = ([(transcript, spans)] if transcript is not None else []) + passes
             wrong = [s for s in spans if (overrules and refuted(s, passes)) or named_lookalike(s, heard_by)]
             agreed = agreed_spans([s for s in spans if s not in wrong], passes) if overrules else []
