@@ -230,8 +230,17 @@ def doubted_everywhere(transcripts: list[Transcript]) -> list[Span]:
     lows = [union([(w.start, w.end) for w in t.words if w.prob < DOUBTED_PROB and w.text.strip(" ,.?!")])
             for t in transcripts]
     common = lows[0]
-    for other in lows[1:]:
-        common = [(max(a, c), min(b, d)) for a, b in common for c, d in other if max(a, c) < min(b, d)]
+    for other in lows[1:]:  # both sorted and disjoint: one pass over each (a long call holds thousands)
+        both, i, j = [], 0, 0
+        while i < len(common) and j < len(other):
+            (a, b), (c, d) = common[i], other[j]
+            if max(a, c) < min(b, d):
+                both.append((max(a, c), min(b, d)))
+            if b < d:
+                i += 1
+            else:
+                j += 1
+        common = both
     return [Span(a, b, "PERSON", 0.5, "doubted") for a, b in union(common) if b - a >= MIN_DOUBTED_S]
 
 
