@@ -1,4 +1,4 @@
-"""Time intervals in seconds: union, coverage and difference. The redaction (what a
+"""Time intervals in seconds: union, intersection, coverage and difference. The redaction (what a
 second opinion must still check) and the leak metric (what stayed audible) both use them."""
 from __future__ import annotations
 
@@ -16,6 +16,22 @@ def union(intervals: Sequence[Interval]) -> list[Interval]:
         else:
             out.append([a, b])
     return [(a, b) for a, b in out]
+
+
+def intersect(intervals: Sequence[Interval], other: Sequence[Interval]) -> list[Interval]:
+    """The parts of ``intervals`` inside ``other``, sorted; one pass over each :func:`union`."""
+    a_s, b_s = union(intervals), union(other)
+    out: list[Interval] = []
+    i = j = 0
+    while i < len(a_s) and j < len(b_s):
+        (a, b), (c, d) = a_s[i], b_s[j]
+        if max(a, c) < min(b, d):
+            out.append((max(a, c), min(b, d)))
+        if b < d:
+            i += 1
+        else:
+            j += 1
+    return out
 
 
 def covered(a: float, b: float, regions: Sequence[Interval]) -> float:

@@ -223,24 +223,15 @@ def doubted_everywhere(transcripts: list[Transcript]) -> list[Span]:
     holds a word it gave a probability under :data:`DOUBTED_PROB`, each at least
     :data:`MIN_DOUBTED_S` long. Each decoding alone doubts many everyday words; all of them at
     once, two models and dithered audio, seldom do but where the speech is no word they know."""
-    from deid_speech.intervals import union
+    from deid_speech.intervals import intersect, union
 
     if not transcripts:
         return []
     lows = [union([(w.start, w.end) for w in t.words if w.prob < DOUBTED_PROB and w.text.strip(" ,.?!")])
             for t in transcripts]
     common = lows[0]
-    for other in lows[1:]:  # both sorted and disjoint: one pass over each (a long call holds thousands)
-        both, i, j = [], 0, 0
-        while i < len(common) and j < len(other):
-            (a, b), (c, d) = common[i], other[j]
-            if max(a, c) < min(b, d):
-                both.append((max(a, c), min(b, d)))
-            if b < d:
-                i += 1
-            else:
-                j += 1
-        common = both
+    for other in lows[1:]:
+        common = intersect(common, other)
     return [Span(a, b, "PERSON", 0.5, "doubted") for a, b in union(common) if b - a >= MIN_DOUBTED_S]
 
 
@@ -294,6 +285,7 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     from deid_speech.spoken import clean_token, normalize_tokens
 
     number = span.label in NUMBER_LABELS
+    spelled = ACRONYMS | SPELLED_ACRONYMS
     for transcript, found in passes:
         if any(span.overlaps(f) for f in found):
             return False
@@ -303,7 +295,7 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
         probs = [w.prob for w in words if number or clean_token(w.text) not in FILLERS]
         if probs and (median if number else min)(probs) < SURE_PROB:
             return False
-        tokens = [w.text for w in words if number or clean_token(w.text) not in ACRONYMS | SPELLED_ACRONYMS]
+        tokens = [w.text for w in words if number or clean_token(w.text) not in spelled]
         symbols = sum(len(sym.text) for _, _, sym in normalize_tokens(tokens))
         if symbols > (NUMBER_SYMBOLS if number else PLAIN_SYMBOLS) and not (number and _lookalike_heard(span, transcript)):
             return False

@@ -96,3 +96,18 @@ def test_over_redaction_is_split_by_cause_and_the_causes_add_up() -> None:
     shares = lk.as_dict()["over_redaction_by_cause"]
     assert list(shares)[0] == "false alarm DATE" and sum(shares.values()) == pytest.approx(lk.over_redaction, abs=1e-3)
     assert "over_redaction_by_cause" not in LeakCounts().as_dict()  # nothing named, nothing reported
+
+
+def test_intersect_keeps_what_both_hold_and_agrees_with_the_difference_of_differences():
+    import random
+
+    from deid_speech.intervals import intersect, subtract
+
+    assert intersect([(0, 10)], [(2, 3), (5, 6), (9, 12)]) == [(2, 3), (5, 6), (9, 10)]
+    assert intersect([(0, 1), (1, 2)], [(0.5, 1.5)]) == [(0.5, 1.5)]  # touching intervals join first
+    assert intersect([(0, 1)], [(1, 2)]) == [] and intersect([], [(0, 1)]) == []
+    rng = random.Random(3)
+    for _ in range(50):
+        a = [(x, x + rng.uniform(0.01, 2)) for x in (rng.uniform(0, 20) for _ in range(15))]
+        b = [(x, x + rng.uniform(0.01, 2)) for x in (rng.uniform(0, 20) for _ in range(15))]
+        assert intersect(a, b) == subtract(a, subtract(a, b))

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from deid_speech.intervals import Interval, covered, subtract, union  # noqa: F401  (re-exported)
+from deid_speech.intervals import Interval, covered, intersect, subtract, union  # noqa: F401  (re-exported)
 from deid_speech.types import Span
 
 
@@ -59,9 +59,9 @@ class LeakCounts:
         mine.other_speech_s = sum(b - a for a, b in other)
         mine.over_redacted_s = sum(covered(a, b, regions) for a, b in other)
         if causes:
-            left = subtract(other, subtract(other, regions))  # the over-redacted speech itself
+            left = intersect(other, regions)  # the over-redacted speech itself
             for cause, intervals in causes:
-                inside = subtract(left, subtract(left, intervals))
+                inside = intersect(left, intervals)
                 if (s := sum(b - a for a, b in inside)) > 1e-9:
                     mine.by_cause[cause] = mine.by_cause.get(cause, 0.0) + s
                 left = subtract(left, intervals)
