@@ -1036,3 +1036,25 @@ def test_speech_every_decoding_doubted_at_the_same_moment_is_redacted_as_a_name(
     # the first decoding's own transcript is asked, not a pass's: sure there, nothing is added
     assert r.verify(None, [], [Heard(p1), Heard(p2)], sure).added == []
     assert r.verify(None, [], [Heard(p1), Heard(p2)]).added == []  # without the first transcript: no opinion
+
+
+def test_the_redactor_drops_the_cue_a_detector_took_into_a_number():
+    """A detector that reports "SBC account five five three ..." as the account: the redaction
+    starts at the first digit, so "account" (and what was heard before it) stays audible; a
+    name's span is left as the detector gave it."""
+    tr = make_transcript("eh SBC account five five three two four seven eight oh two one seven four holder name Tan")
+
+    class Greedy:
+        name = "greedy"
+
+        def detect(self, transcript):
+            ws = transcript.words
+            return [Span(ws[1].start, ws[14].end, "BANK_ACCOUNT", 0.9, "ner"),
+                    Span(ws[16].start, ws[17].end, "PERSON", 0.9, "ner")]
+
+    r = Redactor(RedactConfig(), asr=FakeAsr(), detectors=[Greedy()])
+    account, name = sorted(r.detect(tr), key=lambda s: s.start)
+    # it may reach back into the pause before "five" (place_spans), never into "account"
+    assert tr.words[2].end <= account.start <= tr.words[3].start and account.end >= tr.words[14].end
+    assert account.text.startswith("five five three")
+    assert name.start <= tr.words[16].start

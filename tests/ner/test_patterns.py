@@ -320,3 +320,34 @@ def test_the_nearest_context_word_says_whether_a_pii_cue_names_a_number(text, fi
 
     tr = make_transcript(text)
     assert pii_cue_before(_words_span(tr, first, last, "NRIC"), tr) is pii
+
+
+@pytest.mark.parametrize("text,first,last,label,starts", [
+    # the cue and the glue after it are no part of the value
+    ("eh SBC account five five three two four seven eight", "SBC", "eight", "BANK_ACCOUNT", "five"),
+    ("Chartered salary account, three eight seven three four five", "account", "five", "BANK_ACCOUNT", "three"),
+    ("my IC number is S nine one two three four five six A", "IC", "A", "NRIC", "S"),
+    ("the plate is S J D seven five oh K", "plate", "K", "CAR_PLATE", "S"),
+    # "a" is the letter A and "for" the digit 4: they stay
+    ("passport a one two three four five six seven", "passport", "seven", "PASSPORT_NUM", "a"),
+    ("card for five three one two two", "card", "two", "CREDIT_CARD", "for"),
+    # a word that is neither cue nor glue may be the garbled start of the number: it stays
+    ("account free date three four five four five four two", "account", "two", "BANK_ACCOUNT", "free"),
+    # a cue after the first digit may be a misheard part of the number; no cue: unchanged
+    ("nine one card three four five six seven", "nine", "seven", "PHONE", "nine"),
+    ("ok then nine one two three four five six seven", "ok", "seven", "PHONE", "ok"),
+    # a cue alone (nothing after it) and names or emails are left as they are
+    ("my account", "my", "account", "BANK_ACCOUNT", "my"),
+    ("call Tan Wei Ming", "call", "Ming", "PERSON", "call"),
+])
+def test_a_number_span_starts_after_the_cue_it_took_in(text, first, last, label, starts):
+    from deid_speech.ner.patterns import after_cue
+
+    tr = make_transcript(text)
+    span = _words_span(tr, first, last, label)
+    out = after_cue(span, tr)
+    start_word = next(w for w in tr.words if w.text.strip(",.") == starts)
+    assert out.start == pytest.approx(max(span.start, start_word.start))
+    assert out.end == span.end and out.label == span.label
+    if out.start > span.start:
+        assert out.text.split()[0].strip(",.") == starts

@@ -20,7 +20,9 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    starting 3-6 -> CREDIT_CARD; 9-12 digits -> BANK_ACCOUNT; any other stretch of 7+
    digits -> the label of the nearest cue word before it, else BANK_ACCOUNT, at a low score.
 4. Cue words in the six tokens before a run ("account", "card", "passport", "plate",
-   "IC", "born", ...) pick or confirm the label and raise the score.
+   "IC", "born", ...) pick or confirm the label and raise the score. A cue is never part of
+   the value: a number span of any detector that took one in starts after it
+   (:func:`after_cue`, applied by the redactor: "SBC account five five ..." -> "five five ...").
 5. Non-PII context: a stretch directly preceded (within 3 tokens) by "order",
    "reference", "tracking", "block", "unit", "bus", "flight", "queue", "lot", "price",
    "$" (but not "$" glued to 7+ digits without cents), ... or followed by "dollars",
@@ -51,7 +53,7 @@ from dataclasses import dataclass
 
 from deid_speech import validators as V
 from deid_speech.ner.base import register, span_from_words
-from deid_speech.spoken import DIGIT_WORDS, Symbols, clean_token, normalize_tokens
+from deid_speech.spoken import DIGIT_WORDS, Symbols, clean_token, normalize_tokens, token_symbols
 from deid_speech.types import Span, Transcript
 
 CUES: dict[str, frozenset[str]] = {
@@ -284,6 +286,43 @@ def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
         if t in CUE_WORDS:
             return True
     return False
+
+
+# words that may stand between a cue and the number it announces ("account number is ...");
+# none reads as a symbol ("a" is the letter A, "for" the digit 4)
+CUE_GLUE = frozenset("number no num is was it's my his her their your our the its of".split())
+
+
+def after_cue(span: Span, transcript: Transcript) -> Span:
+    """``span`` without its cue: a number-like span (:data:`NUMBER_LABELS`) of any detector
+    that holds a cue word (:data:`CUE_WORDS`) before the first word that reads as a digit or
+    letter starts after the last such cue word and the glue words after it
+    (:data:`CUE_GLUE`): "SBC account five five three ..." becomes "five five three ...",
+    "account, three eight ..." becomes "three eight ...". The trained NER and the cue-anchored
+    runs take the cue in at times; the cue is no part of the value, and beeping it (with what
+    a recogniser said before it) only hides the context a listener needs. Other words before
+    the number stay ("account, free date, 3 -4 ...": "free date" may be its garbled start); a
+    cue after the first digit may be a misheard part of the number, and is kept too."""
+    if span.label not in NUMBER_LABELS:
+        return span
+    words = transcript.words_during(span.start, span.end)
+    cut = None
+    for k, w in enumerate(words):
+        t = clean_token(w.text)
+        if t in CUE_WORDS:
+            cut = k
+        elif t not in CUE_GLUE and token_symbols(w.text) is not None:
+            break
+    if cut is None:
+        return span
+    rest = words[cut + 1:]
+    while rest and clean_token(rest[0].text) in CUE_GLUE:
+        rest = rest[1:]
+    if not rest:
+        return span
+    start = rest[0].start
+    text = transcript.text[rest[0].char_start: words[-1].char_end].strip(".,!?;:\"' ")
+    return Span(max(span.start, start), span.end, span.label, span.score, span.source, text)
 
 
 @register("patterns")
