@@ -541,12 +541,13 @@ class Redactor:
 
     def detect(self, transcript: Transcript, tagged: tuple[Span, ...] | list[Span] = ()) -> list[Span]:
         """The spans of ``transcript``: the recogniser's own ``tagged`` spans (the e2e
-        model's) and every detector's, each without a cue word it took in
-        (:func:`~deid_speech.ner.patterns.after_cue`), filtered by label and score, merged,
+        model's) and every detector's, each cut to the value it holds (no cue word, no sure
+        words after a number: :func:`~deid_speech.ner.patterns.trim_to_value`), filtered by
+        label and score, merged,
         and every other mention of a found value added."""
         from deid_speech import timing
         from deid_speech.ner.base import merge_spans
-        from deid_speech.ner.patterns import after_cue, lookalike
+        from deid_speech.ner.patterns import lookalike, trim_to_value
         from deid_speech.ner.spacy_ner import name_part
 
         with timing.stage("detectors"):
@@ -558,7 +559,7 @@ class Redactor:
                     raise
                 except Exception as e:  # a detector that fails must fail loudly
                     raise DeidError(f"detector {d.name} failed: {e}") from e
-            found = [after_cue(n, transcript) for s in found if (n := name_part(s, transcript)) is not None]
+            found = [trim_to_value(n, transcript) for s in found if (n := name_part(s, transcript)) is not None]
             keep = merge_spans([s for s in found if s.label in self.config.labels and s.score >= self.config.min_score
                                 and not lookalike(s, transcript)])
             return place_spans(merge_spans(keep + repeat_mentions(keep, transcript)), transcript)

@@ -341,13 +341,39 @@ def test_the_nearest_context_word_says_whether_a_pii_cue_names_a_number(text, fi
     ("call Tan Wei Ming", "call", "Ming", "PERSON", "call"),
 ])
 def test_a_number_span_starts_after_the_cue_it_took_in(text, first, last, label, starts):
-    from deid_speech.ner.patterns import after_cue
+    from deid_speech.ner.patterns import trim_to_value
 
     tr = make_transcript(text)
     span = _words_span(tr, first, last, label)
-    out = after_cue(span, tr)
+    out = trim_to_value(span, tr)
     start_word = next(w for w in tr.words if w.text.strip(",.") == starts)
     assert out.start == pytest.approx(max(span.start, start_word.start))
     assert out.end == span.end and out.label == span.label
     if out.start > span.start:
         assert out.text.split()[0].strip(",.") == starts
+
+
+@pytest.mark.parametrize("text,first,last,label,probs,ends", [
+    # a phone, card or account ends at its last digit: sure plain words and a bare "double" go
+    ("two four double seven three six together ok", "two", "together", "CREDIT_CARD", {}, "six"),
+    ("nine seven four six six eight four please double confirm", "nine", "double", "BANK_ACCOUNT", {}, "four"),
+    ("nine one two three four five six seven you come", "nine", "you", "PHONE", {}, "you"),  # "you" reads as U
+    # a word the recogniser doubted may be a garbled digit ("heaven" for seven): it stays
+    ("eight eight two one four five seven tomorrow", "eight", "tomorrow", "PHONE", {"tomorrow": 0.2}, "tomorrow"),
+    # an NRIC, passport or plate keeps its tail: its check letter may have become a word
+    ("S J R eight eight thirty since", "S", "since", "CAR_PLATE", {}, "since"),
+    ("K eight one five time for tomorrow", "K", "tomorrow", "PASSPORT_NUM", {}, "tomorrow"),
+])
+def test_a_phone_card_or_account_ends_at_its_last_digit(text, first, last, label, probs, ends):
+    from deid_speech.ner.patterns import trim_to_value
+    from deid_speech.types import Word
+
+    tr = make_transcript(text)
+    tr = type(tr)(tr.text, tuple(Word(w.text, w.start, w.end, w.char_start, w.char_end, probs.get(w.text, 0.9))
+                                 for w in tr.words))
+    span = _words_span(tr, first, last, label)
+    out = trim_to_value(span, tr)
+    end_word = [w for w in tr.words if w.text == ends][-1]
+    assert out.end == pytest.approx(min(span.end, end_word.end)) and out.start == span.start
+    if out.end < span.end:
+        assert out.text.split()[-1] == ends

@@ -21,8 +21,9 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    digits -> the label of the nearest cue word before it, else BANK_ACCOUNT, at a low score.
 4. Cue words in the six tokens before a run ("account", "card", "passport", "plate",
    "IC", "born", ...) pick or confirm the label and raise the score. A cue is never part of
-   the value: a number span of any detector that took one in starts after it
-   (:func:`after_cue`, applied by the redactor: "SBC account five five ..." -> "five five ...").
+   the value: a number span of any detector that took one in starts after it, and a phone,
+   card or account ends at its last digit (:func:`trim_to_value`, applied by the redactor:
+   "SBC account five five ..." -> "five five ...").
 5. Non-PII context: a stretch directly preceded (within 3 tokens) by "order",
    "reference", "tracking", "block", "unit", "bus", "flight", "queue", "lot", "price",
    "$" (but not "$" glued to 7+ digits without cents), ... or followed by "dollars",
@@ -53,7 +54,7 @@ from dataclasses import dataclass
 
 from deid_speech import validators as V
 from deid_speech.ner.base import register, span_from_words
-from deid_speech.spoken import DIGIT_WORDS, Symbols, clean_token, normalize_tokens, token_symbols
+from deid_speech.spoken import DIGIT_WORDS, REPEAT_WORDS, Symbols, clean_token, normalize_tokens, token_symbols
 from deid_speech.types import Span, Transcript
 
 CUES: dict[str, frozenset[str]] = {
@@ -291,21 +292,32 @@ def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
 # words that may stand between a cue and the number it announces ("account number is ...");
 # none reads as a symbol ("a" is the letter A, "for" the digit 4)
 CUE_GLUE = frozenset("number no num is was it's my his her their your our the its of".split())
+DIGIT_LABELS = frozenset({"PHONE", "CREDIT_CARD", "BANK_ACCOUNT"})  # values of digits alone
+TAIL_SURE = 0.35  # a trailing word heard at least this surely is no garbled digit (cue_runs.LOW_PROB)
 
 
-def after_cue(span: Span, transcript: Transcript) -> Span:
-    """``span`` without its cue: a number-like span (:data:`NUMBER_LABELS`) of any detector
-    that holds a cue word (:data:`CUE_WORDS`) before the first word that reads as a digit or
-    letter starts after the last such cue word and the glue words after it
-    (:data:`CUE_GLUE`): "SBC account five five three ..." becomes "five five three ...",
-    "account, three eight ..." becomes "three eight ...". The trained NER and the cue-anchored
-    runs take the cue in at times; the cue is no part of the value, and beeping it (with what
-    a recogniser said before it) only hides the context a listener needs. Other words before
-    the number stay ("account, free date, 3 -4 ...": "free date" may be its garbled start); a
-    cue after the first digit may be a misheard part of the number, and is kept too."""
+def trim_to_value(span: Span, transcript: Transcript) -> Span:
+    """``span`` cut to the value it holds, where a detector (the trained NER, the cue-anchored
+    runs, the patterns) took in words around it. Only number-like labels (:data:`NUMBER_LABELS`):
+    * **the cue**: a span that holds a cue word (:data:`CUE_WORDS`) before the first word that
+      reads as a digit or letter starts after the last such cue word and the glue words after
+      it (:data:`CUE_GLUE`): "SBC account five five three ..." -> "five five three ...",
+      "account, three eight ..." -> "three eight ...". Other words before the number stay
+      ("account, free date, 3 -4 ...": "free date" may be its garbled start), and so does a
+      cue after the first digit (a misheard part of the number);
+    * **the tail** of a value of digits alone (:data:`DIGIT_LABELS`: phone, card, account):
+      it ends at its last word that reads as a symbol; words after it that the recogniser
+      was sure of (probability at least :data:`TAIL_SURE`) and that read as none ("...
+      seven three six together", "... four, please double") are dropped, and a "double" or
+      "triple" with no digit after it. A doubted word stays (it may be a garbled digit, as
+      the cue-anchored runs take it), and so does any word after an NRIC, passport or plate,
+      whose check letter the recogniser often turns into a word.
+    The cue is no part of the value, and beeping it (with what was heard before it) only
+    hides the context a listener needs."""
     if span.label not in NUMBER_LABELS:
         return span
     words = transcript.words_during(span.start, span.end)
+    first, last = 0, len(words)
     cut = None
     for k, w in enumerate(words):
         t = clean_token(w.text)
@@ -313,16 +325,19 @@ def after_cue(span: Span, transcript: Transcript) -> Span:
             cut = k
         elif t not in CUE_GLUE and token_symbols(w.text) is not None:
             break
-    if cut is None:
+    if cut is not None:
+        first = cut + 1
+        while first < last and clean_token(words[first].text) in CUE_GLUE:
+            first += 1
+    if span.label in DIGIT_LABELS:
+        while last - 1 > first and (clean_token(words[last - 1].text) in REPEAT_WORDS or (
+                token_symbols(words[last - 1].text) is None and words[last - 1].prob >= TAIL_SURE)):
+            last -= 1
+    if first >= last or (first, last) == (0, len(words)):
         return span
-    rest = words[cut + 1:]
-    while rest and clean_token(rest[0].text) in CUE_GLUE:
-        rest = rest[1:]
-    if not rest:
-        return span
-    start = rest[0].start
-    text = transcript.text[rest[0].char_start: words[-1].char_end].strip(".,!?;:\"' ")
-    return Span(max(span.start, start), span.end, span.label, span.score, span.source, text)
+    text = transcript.text[words[first].char_start: words[last - 1].char_end].strip(".,!?;:\"' ")
+    return Span(max(span.start, words[first].start), min(span.end, words[last - 1].end) if last < len(words)
+                else span.end, span.label, span.score, span.source, text)
 
 
 @register("patterns")
