@@ -66,6 +66,7 @@ def test_relative_times_are_not_dates(det, text):
     # after a title a name may start with single letters; a capitalised word after "patient is"
     ("auntie S D read the card for her", "auntie S D"),  # "Auntie Lucy" as the recogniser wrote it
     ("ok Mr K Tan, your card is ready", "Mr K Tan"),
+    ("Auntie Mei Ling say her POSB book is lost", "Mei Ling"),  # the verb ends the name
     ("the patient is QF, um, QF A", "QF"),
     ("patient's name is Wong Ah Kow", "Wong Ah Kow"),
 ])
@@ -96,6 +97,10 @@ def test_a_listed_name_is_found_without_a_cue(det, text, name):
     # a pronoun after a title, a state after "patient is"
     "uncle I tell you the price is ok",
     "auntie a bit late today",
+    # a title said as a form of address, with a verb after it
+    "Auntie say her POSB book is lost",
+    "the doctor say come back after two weeks",
+    "the bus uncle let them board anot",
     "the patient is stable now",
     "the patient is waiting outside",
     # "call me" asking for a call, not giving a name

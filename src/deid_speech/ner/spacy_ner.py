@@ -122,7 +122,10 @@ NOT_NAMES = frozenset(
     # "fin" or "card", which are names too
     "ic nric passport account phone mobile handphone email address "
     # what follows "call me" when it asks for a call ("call me back later", "call me again tomorrow")
-    "back later again tomorrow today tonight now soon when if once after before anytime".split())
+    "back later again tomorrow today tonight now soon when if once after before anytime "
+    # what a title is followed by when it is said as a form of address ("Auntie say her POSB ...",
+    # "the doctor say come back", "the bus uncle let them board")
+    "say says said tell tells told let lets come comes came ask asks asked give gives gave".split())
 # capitalised words that are not names in call-centre speech (for the proper-noun rule)
 NOT_NAME_WORDS = frozenset(
     "bank insurance travel passport card account street road avenue drive mall clinic hospital centre "
