@@ -435,6 +435,26 @@ def test_a_doubted_particle_or_a_spelled_acronym_does_not_stop_the_passes_refuti
     assert not refuted(name, [ya, heard(("your", 0.8), ("DJB", 0.52), ("account", 0.9), ("ok", 0.9))])
 
 
+def test_a_word_the_first_decoder_was_sure_of_does_not_stop_passes_that_doubted_it_refuting_a_name():
+    """"Members get seasoned parking", a name to the first decoder's NER: the passes heard the
+    same words and doubted "members" (0.19, 0.29). Two decoders wrote that word, so the doubt
+    no longer saves the name; it does where the first decoder doubted the word too, where it
+    heard another word, or where no first transcript is given."""
+    from deid_speech.pipeline import refuted
+
+    name = Span(1.0, 2.2, "PERSON", 0.6, "ner", "Members get seasoned parking")
+
+    def heard(*words):
+        return Transcript.from_words([(w, 1.0 + 0.3 * i, 1.25 + 0.3 * i, p) for i, (w, p) in enumerate(words)])
+
+    passes = [(heard(("members", p), ("get", 0.95), ("season", 0.73), ("parking,", 0.89)), []) for p in (0.19, 0.29)]
+    first = heard(("Members", 0.89), ("get", 0.97), ("seasoned", 0.44), ("parking.", 0.96))
+    assert refuted(name, passes, first)
+    assert not refuted(name, passes)
+    assert not refuted(name, passes, heard(("Members", 0.2), ("get", 0.97), ("seasoned", 0.44), ("parking.", 0.96)))
+    assert not refuted(name, passes, heard(("Memphis", 0.89), ("get", 0.97), ("seasoned", 0.44), ("parking.", 0.96)))
+
+
 def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_plain_words():
     """Through redact: the stock model's "Cara Cara Cara" is refuted by two passes that heard
     "car park office" (the report counts it), kept with one pass (one opinion is no majority),

@@ -259,7 +259,7 @@ def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]])
     return out
 
 
-def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
+def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]], first: Transcript | None = None) -> bool:
     """Whether every pass (its transcript and the spans found in it) contradicts ``span``: it
     found nothing that overlaps it, and heard words there (none would be no opinion), each
     with a probability of at least :data:`SURE_PROB`, none a capitalised listed name, holding
@@ -277,7 +277,11 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
     words there, and gives no opinion. Over any other span, a filler or particle the pass
     doubted ("ya" 0.17 where the first decoder wrote "You're") does not count against its
     certainty, nor do the letters of an acronym callers spell ("DOB", "IC") count as symbols
-    (dev calls: 0.2 points less over-redaction, the same leak; docs/results.md §0ao)."""
+    (dev calls: 0.2 points less over-redaction, the same leak; docs/results.md §0ao), nor a
+    word the pass doubted that the first decoding (``first``) heard too, and was sure of:
+    "members" (0.19, 0.29) where the first decoder wrote "Members (0.89) get seasoned parking"
+    and its NER took it for a name; two decoders wrote the same everyday word (dev calls 0.8
+    points less over-redaction, the same leak; §0ap)."""
     from statistics import median
 
     from deid_speech.ner.patterns import NUMBER_LABELS
@@ -286,13 +290,15 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]]) -> bool:
 
     number = span.label in NUMBER_LABELS
     spelled = ACRONYMS | SPELLED_ACRONYMS
+    agreed = {clean_token(w.text) for w in first.words_during(span.start, span.end)
+              if w.prob >= SURE_PROB} if first is not None and not number else set()
     for transcript, found in passes:
         if any(span.overlaps(f) for f in found):
             return False
         words = transcript.words_during(span.start, span.end)
         if not words or any(_named(w.text) for w in words) or _unheard(span, words) > MAX_UNHEARD:
             return False
-        probs = [w.prob for w in words if number or clean_token(w.text) not in FILLERS]
+        probs = [w.prob for w in words if number or clean_token(w.text) not in FILLERS | agreed]
         if probs and (median if number else min)(probs) < SURE_PROB:
             return False
         tokens = [w.text for w in words if number or clean_token(w.text) not in spelled]
@@ -632,7 +638,7 @@ class Redactor:
                 regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
                 added += [s for s in doubted_everywhere([transcript] + [t for t, _ in passes]) if _reaches(s, regions)]
             heard_by = ([(transcript, spans)] if transcript is not None else []) + passes
-            wrong = [s for s in spans if (overrules and refuted(s, passes)) or named_lookalike(s, heard_by)]
+            wrong = [s for s in spans if (overrules and refuted(s, passes, transcript)) or named_lookalike(s, heard_by)]
             agreed = agreed_spans([s for s in spans if s not in wrong], passes) if overrules else []
             return SecondOpinion([s for s in added if not named_lookalike(s, heard_by)], wrong,
                                  [s for s in agreed if not named_lookalike(s, heard_by)])
