@@ -26,8 +26,7 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    "SBC account five five ..." -> "five five ...").
 5. Non-PII context: a stretch directly preceded (within 3 tokens) by "order",
    "reference", "tracking", "block", "unit", "bus", "flight", "queue", "lot", "price",
-   "policy", "member", "locker", "$" (but not "$" glued to 7+ digits without cents), ... or
-   followed by "dollars",
+   "$" (but not "$" glued to 7+ digits without cents), ... or followed by "dollars",
    "cents", "pm", "am" is not reported, unless a
    validator passes on a shape that cannot be confused (a valid NRIC, a Luhn-valid
    16-digit card); the same context vetoes the spans of every other detector (the trained
@@ -73,7 +72,7 @@ CUES: dict[str, frozenset[str]] = {
 NON_PII_BEFORE = frozenset(
     "order reference ref tracking booking invoice ticket case block blk unit bus flight queue "
     "lot postal price cost costs $ room level floor hash # model serial parcel item receipt "
-    "transaction quotation quote voucher promo code policy member membership locker".split())
+    "transaction quotation quote voucher promo code policy".split())
 NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometres".split())
 CUE_WORDS = frozenset().union(*CUES.values())  # every label's cue words
 KNOWN_TLDS = frozenset("com sg net org edu gov co my io biz info uk au in id hk".split())
