@@ -377,3 +377,15 @@ def test_a_phone_card_or_account_ends_at_its_last_digit(text, first, last, label
     assert out.end == pytest.approx(min(span.end, end_word.end)) and out.start == span.start
     if out.end < span.end:
         assert out.text.split()[-1] == ends
+
+
+def test_the_words_of_an_address_after_digits_stay_in_the_span():
+    """"two K dot seven seven oh seven dot com dot sg": the passes read an email as an account;
+    its "dot com dot sg" says the value goes on, so the span keeps it (sure plain words after it
+    still go)."""
+    from deid_speech.ner.patterns import trim_to_value
+
+    tr = make_transcript("two K dot seven seven oh seven dot com dot sg thanks")
+    span = _words_span(tr, "two", "thanks", "BANK_ACCOUNT")
+    out = trim_to_value(span, tr)
+    assert out.end == pytest.approx([w for w in tr.words if w.text == "sg"][0].end)

@@ -296,6 +296,17 @@ DIGIT_LABELS = frozenset({"PHONE", "CREDIT_CARD", "BANK_ACCOUNT"})  # values of 
 TAIL_SURE = 0.35  # a trailing word heard at least this surely is no garbled digit (cue_runs.LOW_PROB)
 
 
+def _address_word(token: str) -> bool:
+    """A word of an email address ("at", "dot", "com", "gmail", ".sg", "x@y"): after digits it
+    says the value is an address the recogniser misread, not that the value has ended."""
+    t = clean_token(token)
+    return t in ("at", "dot") or t in KNOWN_TLDS - _TLD_WORDS or t in PROVIDERS or "@" in token \
+        or "." in token.strip(".,!?")
+
+
+_TLD_WORDS = frozenset("in my id co io info".split())  # top-level domains that are everyday words too
+
+
 def trim_to_value(span: Span, transcript: Transcript) -> Span:
     """``span`` cut to the value it holds, where a detector (the trained NER, the cue-anchored
     runs, the patterns) took in words around it. Only number-like labels (:data:`NUMBER_LABELS`):
@@ -310,8 +321,10 @@ def trim_to_value(span: Span, transcript: Transcript) -> Span:
       was sure of (probability at least :data:`TAIL_SURE`) and that read as none ("...
       seven three six together", "... four, please double") are dropped, and a "double" or
       "triple" with no digit after it. A doubted word stays (it may be a garbled digit, as
-      the cue-anchored runs take it), and so does any word after an NRIC, passport or plate,
-      whose check letter the recogniser often turns into a word.
+      the cue-anchored runs take it), and so does a word of an email address ("two K dot
+      seven seven oh seven dot com dot sg": an address the passes read as an account) and
+      any word after an NRIC, passport or plate, whose check letter the recogniser often
+      turns into a word.
     The cue is no part of the value, and beeping it (with what was heard before it) only
     hides the context a listener needs."""
     if span.label not in NUMBER_LABELS:
@@ -331,7 +344,8 @@ def trim_to_value(span: Span, transcript: Transcript) -> Span:
             first += 1
     if span.label in DIGIT_LABELS:
         while last - 1 > first and (clean_token(words[last - 1].text) in REPEAT_WORDS or (
-                token_symbols(words[last - 1].text) is None and words[last - 1].prob >= TAIL_SURE)):
+                token_symbols(words[last - 1].text) is None and words[last - 1].prob >= TAIL_SURE
+                and not _address_word(words[last - 1].text))):
             last -= 1
     if first >= last or (first, last) == (0, len(words)):
         return span
