@@ -34,11 +34,9 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    doubted word ends it too: "S K V four one two seven X, registered for Saturday ..." is
    no longer one plate. "one" after "the", "that" or "this" at the run's end, with at most
    one symbol after it, is a pronoun: the run ends before it ("... five is the one for",
-   "... three, that one for my"). A unit or time word ("pm", "dollars") or what a count is of
-   (:data:`COUNT_UNITS`: "weeks", "boxes", "sets", ...) ends it, and the digits just before it
-   are no part of it when other words separate them from the run ("... X registered for
-   Saturday six pm" ends at "X"; "line [doubted] to see you again in two weeks" keeps "to see
-   you", too few symbols for a phone).
+   "... three, that one for my"). A unit or time word ("pm", "dollars") ends it, and the digits
+   just before it are no part of it when other words separate them from the run ("... X
+   registered for Saturday six pm" ends at "X").
 4. The run is reported under the cue's label when it holds at least
    :data:`MIN_SYMBOLS` symbols for that label (phone 4, card 6, account 5, NRIC,
    passport and plate 3; a glued token such as "L864" counts each of its symbols), at
@@ -195,8 +193,7 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
         held = sum(len(x) for _, x in parts)
         if t in CUE_WORDS and k > first:
             break  # another cue: what follows is the entity it announces
-        if t in NON_PII_AFTER or t in COUNT_UNITS:  # "six pm", "two dollars", "in two weeks": the number
-            # before it is no part of the run
+        if t in NON_PII_AFTER:  # "six pm", "two dollars": the number before it is no part of the run
             if parts and parts[-1][0] == k - 1 and any(j < group for j, _ in parts):
                 parts = [(j, x) for j, x in parts if j < group]
             break
@@ -283,12 +280,6 @@ def _goes_on(words: tuple[Word, ...], k: int) -> bool:
         seen += clean_token(words[k].text) not in CORRECTIONS
         k += 1
     return False
-
-
-# what a spoken count is of ("in two weeks", "two boxes", "five sets of twelve"): like a unit,
-# it ends a run, and the number just before it is no part of the run
-COUNT_UNITS = frozenset("week weeks days months years hours minutes mins times boxes sets pax people pieces "
-                        "kg kilos".split())
 
 
 def _guess_label(symbols: str) -> str:
