@@ -290,15 +290,17 @@ def refuted(span: Span, passes: list[tuple[Transcript, list[Span]]], first: Tran
 
     number = span.label in NUMBER_LABELS
     spelled = ACRONYMS | SPELLED_ACRONYMS
-    agreed = {clean_token(w.text) for w in first.words_during(span.start, span.end)
-              if w.prob >= SURE_PROB} if first is not None and not number else set()
+    # the words the first decoding was sure of over the span: a pass that wrote one of them too
+    # heard the same everyday word, however it doubted it
+    first_sure = {clean_token(w.text) for w in first.words_during(span.start, span.end)
+                  if w.prob >= SURE_PROB} if first is not None and not number else set()
     for transcript, found in passes:
         if any(span.overlaps(f) for f in found):
             return False
         words = transcript.words_during(span.start, span.end)
         if not words or any(_named(w.text) for w in words) or _unheard(span, words) > MAX_UNHEARD:
             return False
-        probs = [w.prob for w in words if number or clean_token(w.text) not in FILLERS | agreed]
+        probs = [w.prob for w in words if number or clean_token(w.text) not in FILLERS | first_sure]
         if probs and (median if number else min)(probs) < SURE_PROB:
             return False
         tokens = [w.text for w in words if number or clean_token(w.text) not in spelled]
@@ -549,8 +551,7 @@ class Redactor:
         """The spans of ``transcript``: the recogniser's own ``tagged`` spans (the e2e
         model's) and every detector's, each cut to the value it holds (no cue word, no sure
         words after a number: :func:`~deid_speech.ner.patterns.trim_to_value`), filtered by
-        label and score, merged,
-        and every other mention of a found value added."""
+        label and score, merged, and every other mention of a found value added."""
         from deid_speech import timing
         from deid_speech.ner.base import merge_spans
         from deid_speech.ner.patterns import lookalike, trim_to_value

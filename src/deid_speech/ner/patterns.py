@@ -296,15 +296,15 @@ DIGIT_LABELS = frozenset({"PHONE", "CREDIT_CARD", "BANK_ACCOUNT"})  # values of 
 TAIL_SURE = 0.35  # a trailing word heard at least this surely is no garbled digit (cue_runs.LOW_PROB)
 
 
+_TLD_WORDS = frozenset("in my id co io info".split())  # top-level domains that are everyday words too
+
+
 def _address_word(token: str) -> bool:
     """A word of an email address ("at", "dot", "com", "gmail", ".sg", "x@y"): after digits it
     says the value is an address the recogniser misread, not that the value has ended."""
     t = clean_token(token)
     return t in ("at", "dot") or t in KNOWN_TLDS - _TLD_WORDS or t in PROVIDERS or "@" in token \
         or "." in token.strip(".,!?")
-
-
-_TLD_WORDS = frozenset("in my id co io info".split())  # top-level domains that are everyday words too
 
 
 def trim_to_value(span: Span, transcript: Transcript) -> Span:
@@ -349,9 +349,10 @@ def trim_to_value(span: Span, transcript: Transcript) -> Span:
             last -= 1
     if first >= last or (first, last) == (0, len(words)):
         return span
+    start = max(span.start, words[first].start)
+    end = min(span.end, words[last - 1].end) if last < len(words) else span.end  # a kept tail keeps its end
     text = transcript.text[words[first].char_start: words[last - 1].char_end].strip(".,!?;:\"' ")
-    return Span(max(span.start, words[first].start), min(span.end, words[last - 1].end) if last < len(words)
-                else span.end, span.label, span.score, span.source, text)
+    return Span(start, end, span.label, span.score, span.source, text)
 
 
 @register("patterns")
