@@ -1,15 +1,16 @@
 """The unseen-voice benchmark: new hand-written sentences and calls, voiced only by voices
 and settings that no training, dev or test data uses, about half through a noisy phone line.
 
-    python -m deid_speech.tts.benchmark --out out/benchmark            # both parts
+    python -m deid_speech.tts.benchmark --out out/benchmark            # every part
     deid-speech eval --manifest out/benchmark/test/utterances/manifest.jsonl --system cascade ...
 
 Sources, in the repo (``data/benchmark/``; see its README):
 
-* ``utterances/{dev,test}.txt``: one tagged sentence a line (``#`` comments);
-* ``calls/{dev,test}/*.txt``: one turn a line, ``A: ...`` (agent) or ``B: ...`` (caller).
+* ``utterances/{dev,test,test2}.txt``: one tagged sentence a line (``#`` comments);
+* ``calls/{dev,test,test2}/*.txt``: one turn a line, ``A: ...`` (agent) or ``B: ...`` (caller).
 
-Output per part (``dev`` to tune on, ``test`` to quote; their voices differ, see
+Output per part (``dev`` to tune on, ``test`` to quote, ``test2`` a second test part written in
+session 43 after ``test`` had been scored many times; their voices differ, see
 :data:`~deid_speech.tts.voices.BENCHMARK_VOICES`): ``OUT/<part>/utterances/`` and
 ``OUT/<part>/calls/``, each a ``manifest.jsonl`` with exact entity times and per-word
 reference times, plus ``manifest-clean.jsonl`` / ``manifest-telephone.jsonl`` (the same
@@ -36,7 +37,7 @@ from deid_speech.tts.dataset import MANIFEST, synth_for, voice_call, voice_manif
 from deid_speech.tts.voices import voices_for_split
 from deid_speech.types import parse_tagged
 
-PARTS = ("dev", "test")
+PARTS = ("dev", "test", "test2")
 def _source() -> Path:
     from deid_speech import models
 
@@ -154,7 +155,7 @@ def build(out_dir: Path, parts: tuple[str, ...] = PARTS, seed: int = 0, workers:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("out/benchmark"))
-    ap.add_argument("--parts", default=",".join(PARTS), help="dev,test (default both)")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"{','.join(PARTS)} (default all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args(argv)

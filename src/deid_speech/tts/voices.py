@@ -60,6 +60,10 @@ BENCHMARK_VOICES: dict[str, tuple[str, ...]] = {
     "dev": ("espeak:en-gb-x-gbclan+m7@s150,p35", "espeak:en-us+klatt4@s145", "flite:kal@1.1,f150"),
     "test": ("festival:ked", "festival:ked@1.12", "espeak:en-us-nyc+m5@s165,p45",
              "espeak:en-gb-x-rp+f2@s155,p65", "espeak:en-gb-x-gbcwmd+f4@s140,p55"),
+    # a second test part (session 43), new sentences by authors who saw neither dev nor test, and
+    # espeak-ng speakers (variants) that no other data uses, in the test part's accents
+    "test2": ("espeak:en-us-nyc+Annie@s155,p60", "espeak:en-gb-x-rp+Lee@s165,p45",
+              "espeak:en-gb-x-gbcwmd+Andy@s150,p40", "festival:ked@0.92"),
 }
 
 
