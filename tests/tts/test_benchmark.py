@@ -46,17 +46,26 @@ def test_benchmark_calls_are_long_multi_turn_and_cover_every_label():
         assert all(counts[label] >= 4 for label in LABELS), (part, counts)
 
 
+def _texts(part: str) -> list[str]:
+    return [parse_tagged(t)[0].lower() for t in B.read_utterances(B.SOURCE / "utterances" / f"{part}.txt")]
+
+
+def _worst_ratio(texts: list[str], against: list[str], floor: float = 0.6) -> float:
+    """The highest difflib ratio of any of ``texts`` to any of ``against`` (pairs whose quick
+    upper bounds stay under ``floor`` are skipped: their ratio is below it too)."""
+    worst = 0.0
+    for text in texts:
+        m = difflib.SequenceMatcher(None, text, autojunk=False)
+        for s in against:
+            m.set_seq1(s)
+            if m.real_quick_ratio() >= floor and m.quick_ratio() >= floor:
+                worst = max(worst, m.ratio())
+    return worst
+
+
 def test_benchmark_sentences_are_not_drawn_from_the_seed_corpus():
     seed = [r["text"].lower() for p in sorted((B.SOURCE.parent / "seed").glob("*.jsonl")) for r in read_resumable(p)]
-    bench = [parse_tagged(t)[0].lower() for p in B.PARTS for t in B.read_utterances(B.SOURCE / "utterances" / f"{p}.txt")]
-    worst = 0.0
-    for text in bench:
-        m = difflib.SequenceMatcher(None, text, autojunk=False)
-        for s in seed:
-            m.set_seq1(s)
-            if m.real_quick_ratio() >= 0.6 and m.quick_ratio() >= 0.6:
-                worst = max(worst, m.ratio())
-    assert worst < 0.6
+    assert _worst_ratio([t for p in B.PARTS for t in _texts(p)], seed) < 0.6
 
 
 def test_benchmark_voices_are_used_by_no_other_split():
@@ -118,15 +127,4 @@ def test_build_voices_utterances_and_calls_into_scorable_manifests(tmp_path):
 
 def test_the_second_test_part_repeats_no_sentence_of_the_others():
     """test2 was written by authors who saw neither dev nor test: no line is a near copy of one."""
-    def texts(part):
-        return [parse_tagged(t)[0].lower() for t in B.read_utterances(B.SOURCE / "utterances" / f"{part}.txt")]
-
-    others = texts("dev") + texts("test")
-    worst = 0.0
-    for text in texts("test2"):
-        m = difflib.SequenceMatcher(None, text, autojunk=False)
-        for s in others:
-            m.set_seq1(s)
-            if m.real_quick_ratio() >= 0.6 and m.quick_ratio() >= 0.6:
-                worst = max(worst, m.ratio())
-    assert worst < 0.6
+    assert _worst_ratio(_texts("test2"), _texts("dev") + _texts("test")) < 0.6
