@@ -63,12 +63,6 @@ def _worst_ratio(texts: list[str], against: list[str], floor: float = 0.6) -> fl
     return worst
 
 
-# Until session 43 the check compared nothing (SequenceMatcher(None, text) left its second
-# sequence empty, so every ratio was 0). Compared for real, one dev line (0.602) and 14 test2 lines
-# (0.60-0.74) are near copies of seed sentences, and 4 test2 lines of dev or test lines
-# (docs/results.md §0ap): known faults of the data, to be rewritten. strict: these fail loudly
-# (XPASS) once the lines are rewritten, and the marks must then go.
-@pytest.mark.xfail(strict=True, reason="known near copies: 1 dev and 14 test2 lines (docs/results.md §0ap)")
 def test_benchmark_sentences_are_not_drawn_from_the_seed_corpus():
     seed = [r["text"].lower() for p in sorted((B.SOURCE.parent / "seed").glob("*.jsonl")) for r in read_resumable(p)]
     assert _worst_ratio([t for p in B.PARTS for t in _texts(p)], seed) < 0.6
@@ -131,7 +125,6 @@ def test_build_voices_utterances_and_calls_into_scorable_manifests(tmp_path):
     assert (tmp_path / "out/dev/calls/manifest.jsonl").read_bytes() == before
 
 
-@pytest.mark.xfail(strict=True, reason="known near copies: 4 test2 lines of dev/test lines (docs/results.md §0ap)")
 def test_the_second_test_part_repeats_no_sentence_of_the_others():
     """test2 was written by authors who saw neither dev nor test: no line is a near copy of one."""
     assert _worst_ratio(_texts("test2"), _texts("dev") + _texts("test")) < 0.6
