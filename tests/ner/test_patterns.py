@@ -206,6 +206,31 @@ def test_a_plain_web_address_is_not_an_email_when_nothing_precedes_it():
     assert found("visit .com for more") == []
 
 
+@pytest.mark.parametrize("text,value", [
+    # "send the quotation to adrian dot fernandez at singnet dot com dot sg", its local part garbled
+    ("and the quotation to eh we are not the other, and the husbanding is dot com dot sg ok",
+     "the husbanding is dot com dot sg"),
+    ("so face of the dot com", "face of the dot com"),  # three words at most
+    ("okay, signer .com ok", "signer .com"),  # not back across a clause's end
+    ("moh dot nu dot sg", "moh dot nu dot sg"),
+    ("send to boss.com ok", "send to boss.com"),
+])
+def test_a_domain_whose_local_part_was_garbled_is_still_an_address(text, value):
+    got = [s for s in DET.detect(make_transcript(text)) if s.label == "EMAIL"]
+    assert [s.text for s in got] == [value] and got[0].score < 0.75  # weak: no "at", no cue
+
+
+@pytest.mark.parametrize("text", [
+    "go to www dot dbs dot com dot sg for the form",
+    "the website is shopee dot sg can",
+    "you can visit lazada.sg",
+    "book on the app, redmart dot com, free delivery",
+    "my hotmail dot com password",
+])
+def test_a_website_or_a_provider_alone_is_no_garbled_address(text):
+    assert [lab for lab, _ in found(text) if lab == "EMAIL"] == []
+
+
 def test_nric_whose_prefix_letter_was_not_heard_is_flagged_with_its_final_letter():
     got = found("For my IC is 8 4 1 2 3 7 5 G. Can I have")
     assert got == [("NRIC", "8 4 1 2 3 7 5 G")]

@@ -45,7 +45,12 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    With "at" the score is high; without (Whisper glues "kneelingatpacific .net") it is
    lower, raised by an "email" cue. Before a mail provider ("hotmail dot com") the word
    in the place of "at" is taken for it whatever was heard ("day day that's hotmail dot
-   com"), and a local part before it makes an address with no cue.
+   com"), and a local part before it makes an address with no cue. A domain that nothing
+   of an address precedes (no "at", no cue, no glued "at") is still one, its local part
+   garbled past reading ("the husbanding is dot com dot sg" for "adrian dot fernandez at
+   singnet dot com dot sg"): the domain and up to three words before it, at a low score;
+   not a provider's ("my hotmail dot com" is an account) nor a website's ("www", "website",
+   "visit" ... before it).
 """
 from __future__ import annotations
 
@@ -87,6 +92,12 @@ OWNERS = frozenset("my your his her our their the a new old use using on in or".
 # words than it was spoken with ("D but not got in date eight" for "deepa dot govind eight
 # eight"; 4 until session 39, §0al)
 LOCAL_WORDS = 6
+# a spoken domain ("dot com dot sg") that nothing of an address precedes: the domain and at most
+# this many words before it (the local part, garbled)
+BARE_DOMAIN_WORDS = 3
+# words that make a domain a website's, not an address's
+WEBSITE_WORDS = frozenset("www website web site http https url link portal homepage app visit browse online "
+                           "google search".split())
 EMAIL_STOP = frozenset(
     "is my email e-mail address the it's its it to me send please can you your mail id and or "
     "was also just use using for".split())
@@ -399,6 +410,9 @@ class PatternDetector:
         def dot_joined(k: int) -> bool:
             return is_dot(k + 1) or (k > 0 and is_dot(k - 1))
 
+        def website(k: int) -> bool:  # "www dot dbs dot com", "the website is shopee dot sg"
+            return any(t in WEBSITE_WORDS for t in toks[max(0, k - 8):k])
+
         out: list[Span] = []
         k = 0
         while k < n:
@@ -445,6 +459,20 @@ class PatternDetector:
             cue = any(t in ("email", "e-mail", "mail", "emails") for t in toks[max(0, start - 8):start])
             glued = any(re.search(r"[a-z]at[a-z]", t) for t in toks[start:k])  # "kneelingatpacific"
             local = slot and start < provider - 1  # a local part before "(at) hotmail"
+            if not (has_at or cue or glued or local) and provider is None and not website(k):
+                # a domain with nothing of an address heard before it, no mail provider's ("my
+                # hotmail dot com" is an account) and no website's: the local part was garbled
+                # past reading ("the husbanding is dot com dot sg"): the domain and the few words
+                # before it, up to a clause's end
+                start = k - 1 if k > 0 and is_dot(k - 1) else k
+                for _ in range(BARE_DOMAIN_WORDS):
+                    j = start - 1
+                    if j < 0 or not toks[j] or words[j].text.rstrip().endswith((",", "?", "!", ".")):
+                        break
+                    start = j
+                out.append(span_from_words(transcript, list(words[start:end + 1]), "EMAIL", SCORE_WEAK, self.name))
+                k = end + 1
+                continue
             if (start == k and not re.search(r"[a-z0-9]\.", toks[k])) or not (has_at or cue or glued or local):
                 k = end + 1
                 continue
