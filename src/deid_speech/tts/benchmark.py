@@ -14,9 +14,10 @@ session 43 after ``test`` had been scored many times; their voices differ, see
 :data:`~deid_speech.tts.voices.BENCHMARK_VOICES`): ``OUT/<part>/utterances/`` and
 ``OUT/<part>/calls/``, each a ``manifest.jsonl`` with exact entity times and per-word
 reference times, plus ``manifest-clean.jsonl`` / ``manifest-telephone.jsonl`` (the same
-records split by channel). Utterances go through :func:`~deid_speech.tts.dataset.voice_manifest`
-(resumable); each call gets two different voices of its part and one channel for the whole
-call. The output is a pure function of the sources and ``--seed``.
+records split by channel). ``dev-fast`` (:data:`CALLS_AGAIN`) has calls only: dev's, voiced
+again. Utterances go through :func:`~deid_speech.tts.dataset.voice_manifest` (resumable); each
+call gets two different voices of its part and one channel for the whole call. The output is a
+pure function of the sources and ``--seed``.
 """
 from __future__ import annotations
 
@@ -37,7 +38,13 @@ from deid_speech.tts.dataset import MANIFEST, synth_for, voice_call, voice_manif
 from deid_speech.tts.voices import voices_for_split
 from deid_speech.types import parse_tagged
 
-PARTS = ("dev", "test", "test2")
+PARTS = ("dev", "test", "test2", "dev-fast")
+# parts that voice another part's calls again, with voices of their own, every call on the noisy
+# phone line, and no utterances: dev-fast (session 44), dev's speakers faster, where test2's
+# telephone calls leaked (its faster KED voice) and dev's calls did not (docs/results.md §0aq)
+CALLS_AGAIN = {"dev-fast": "dev"}
+
+
 def _source() -> Path:
     from deid_speech import models
 
@@ -114,9 +121,10 @@ def build_utterances(part: str, out: Path, seed: int, workers: int, source: Path
 
 
 def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
-    files = sorted((source / "calls" / part).glob("*.txt"))
+    texts = CALLS_AGAIN.get(part, part)
+    files = sorted((source / "calls" / texts).glob("*.txt"))
     if not files:
-        raise DeidError(f"{source / 'calls' / part}: no call files")
+        raise DeidError(f"{source / 'calls' / texts}: no call files")
     voices = voices_for_split(None, f"benchmark-{part}")
     out.mkdir(parents=True, exist_ok=True)
     writer = JsonlWriter(out / MANIFEST)
@@ -133,12 +141,13 @@ def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
             # one channel for the whole call: every other call on the phone line, with noise
             gain = round(float(rng.uniform(-6, 3)), 1)
             spec = AugmentSpec(snr_db=round(float(rng.uniform(10, 20)), 1), noise="pink", telephone=True,
-                               gain_db=gain, noise_seed=int(rng.integers(2**31))) if k % 2 else AugmentSpec(gain_db=gain)
+                               gain_db=gain, noise_seed=int(rng.integers(2**31))) \
+                if k % 2 or part in CALLS_AGAIN else AugmentSpec(gain_db=gain)
             audio, _ = spec.apply(normalize_loudness(audio))  # no speed change: times stay
             rel = f"audio/{cid}.flac"
             save(Audio(audio[:, None], TARGET_SR, "FLAC", "PCM_16"), out / rel)
             rec = {"id": cid, "audio": rel, **truth, "voices": [voices[agent], voices[caller]],
-                   "augment": spec.to_dict(), "source": f"calls/{part}/{path.name}"}
+                   "augment": spec.to_dict(), "source": f"calls/{texts}/{path.name}"}
             writer.write(rec)
     rows = read_resumable(out / MANIFEST)
     return {"manifest": str(out / MANIFEST), "n": len(rows), "audio_s": round(sum(r["duration"] for r in rows), 1),
@@ -148,7 +157,8 @@ def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
 def build(out_dir: Path, parts: tuple[str, ...] = PARTS, seed: int = 0, workers: int = 1,
           source: Path = SOURCE) -> dict:
     """Voice the benchmark's parts into ``out_dir``; return a summary per part."""
-    return {part: {"utterances": build_utterances(part, out_dir / part / "utterances", seed, workers, source),
+    return {part: {**({} if part in CALLS_AGAIN else
+                      {"utterances": build_utterances(part, out_dir / part / "utterances", seed, workers, source)}),
                    "calls": build_calls(part, out_dir / part / "calls", seed, source)} for part in parts}
 
 
