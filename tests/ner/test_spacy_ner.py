@@ -229,6 +229,24 @@ def test_a_doubted_word_in_a_name_slot_is_kept_and_a_plain_non_name_ends_it():
     assert name_slot(plain, plain.text.index("on")) == []
 
 
+def test_a_doubted_article_and_a_doubted_word_after_an_introduction_are_a_garbled_name(det):
+    from deid_speech.types import Transcript
+
+    def persons(items):
+        return [s.text for s in det.detect(Transcript.from_words(items)) if s.label == "PERSON"]
+
+    # "I'm Adrian Fernandez" on a fast telephone line (dev-fast)
+    garbled = [("not", 0, .3), ("can.", .3, .7, .45), ("I'm", .9, 1.0, .81), ("a", 1.0, 1.1, .41),
+               ("realtor", 1.1, 1.5, .17), ("madman.", 1.5, 2.1, .67), ("I'm", 2.2, 2.5, .72)]
+    assert any(t.startswith("a realtor madman") for t in persons(garbled))
+    # a description heard for sure is no name: a sure article, or a sure word after a doubted one
+    for items in ([("I'm", 0, .2), ("a", .2, .3, .9), ("teacher", .3, .7, .3), ("lah.", .7, .9)],
+                  [("this", 0, .2), ("is", .2, .3), ("the", .3, .4, .3), ("clinic", .4, .8, .95),
+                   ("calling.", .8, 1.2)],
+                  [("I", 0, .1), ("am", .1, .3), ("the", .3, .4, .2), ("ok", .6, .8)]):
+        assert not any(t.lower().startswith(("a ", "the ")) for t in persons(items)), items
+
+
 def test_a_number_after_call_me_is_no_name(det):
     assert not any(lab == "PERSON" for lab, _ in found(det, "Can call me at 9173 4482. Anytime can lah."))
 

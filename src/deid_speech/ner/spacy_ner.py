@@ -23,7 +23,10 @@
   ("my name (is) X", "first name X", "name on card X", "your name please? X"), the words
   before ", speaking", the capitalised or doubted words of a short clause that "here" ends
   ("Tampines, Gabriel Pereira here"), and any run of three or more spelled letters with no
-  number beside it that spells no common acronym ("P O S B", "G S T").
+  number beside it that spells no common acronym ("P O S B", "G S T"). After "I'm", "I am" or
+  "this is", an article the recogniser doubted and a doubted word after it are a name's garbled
+  start ("I'm a(0.41) realtor(0.17) madman" for "I'm Adrian Fernandez"); a sure article or a
+  sure word after it is a description ("I'm a teacher").
 * A spoken-date grammar finds "twelfth of March nineteen eighty seven", "twenty nine of
   February", "March 3rd", "3/12/1987", and digit strings after "date of birth".
 """
@@ -257,6 +260,10 @@ NOT_BEFORE_HERE = frozenset("come came over sit stay wait park put leave right u
                             "get got live work be been still only all everything nothing we're you're they're "
                             "are were am new currently just move moved".split())
 DOUBT = 0.5  # a word the recogniser gave less probability than this is doubted
+# "I'm", "I am", "this is": an introduction; what follows is a name, or a description ("I'm a
+# teacher", "this is the clinic"), so only :func:`garbled_after_introduction` reads a name there
+INTRODUCTION = re.compile(r"\b(?:i'm|i am|this is)\s+", re.IGNORECASE)
+ARTICLES = frozenset("a an the".split())
 
 
 def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters: int = 14) -> list[Word]:
@@ -280,6 +287,24 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
                          and not any(c.isdigit() for c in nxt))
         if not t or (plain and not garbled_start) or any(c.isdigit() for c in t):
             break  # a name holds no digits ("call me at 9173 4482" is a phone, not a name)
+        out.append(w)
+        if w.text.rstrip().endswith((",", ".", "?", "!")):
+            break
+    return out
+
+
+def garbled_after_introduction(transcript: Transcript, pos: int, max_words: int = 3) -> list[Word]:
+    """After an introduction ending at character ``pos``: an article the recogniser doubted and a
+    doubted word after it are a name's garbled start ("I'm a(0.41) realtor(0.17) madman." for
+    "I'm Adrian Fernandez"), taken with up to ``max_words`` words in all, to a clause's end. An
+    article heard for sure ("I'm a teacher", "this is the clinic") or a sure word after it is
+    no name."""
+    ws = [w for w in transcript.words if w.char_start >= pos][:max_words]
+    if len(ws) < 2 or ws[0].text.strip(" .,!?").lower() not in ARTICLES or ws[0].prob >= DOUBT \
+            or ws[1].prob >= DOUBT or ws[0].text.rstrip().endswith((",", ".", "?", "!")):
+        return []
+    out = []
+    for w in ws:
         out.append(w)
         if w.text.rstrip().endswith((",", ".", "?", "!")):
             break
@@ -548,6 +573,10 @@ class SpacyDetector:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "title-doubt"))
         for m in NAME_SLOT_CUES.finditer(text):
             ws = name_slot(transcript, m.end())
+            if ws:
+                out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
+        for m in INTRODUCTION.finditer(text):
+            ws = garbled_after_introduction(transcript, m.end())
             if ws:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
         for m in BEFORE_SPEAKING.finditer(text):
