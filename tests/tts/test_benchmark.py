@@ -127,9 +127,9 @@ def test_build_voices_utterances_and_calls_into_scorable_manifests(tmp_path):
     # dev-fast voices dev's calls again, with its own (faster) voices, on the phone line, no utterances
     fast = B.build(tmp_path / "out", parts=("dev-fast",), seed=1, source=src)["dev-fast"]
     assert set(fast) == {"calls"} and fast["calls"]["by_channel"] == {"clean": 0, "telephone": 1}
-    again = read_resumable(tmp_path / "out/dev-fast/calls/manifest.jsonl")[0]
-    assert again["source"] == "calls/dev/a.txt" and again["text"] == call["text"]
-    assert set(again["voices"]) <= set(canonical(BENCHMARK_VOICES["dev-fast"])) and again["augment"]["telephone"]
+    fast_call = read_resumable(tmp_path / "out/dev-fast/calls/manifest.jsonl")[0]
+    assert fast_call["source"] == "calls/dev/a.txt" and fast_call["text"] == call["text"]
+    assert set(fast_call["voices"]) <= set(canonical(BENCHMARK_VOICES["dev-fast"])) and fast_call["augment"]["telephone"]
 
 
 def test_the_second_test_part_repeats_no_sentence_of_the_others():
