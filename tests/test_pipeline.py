@@ -228,7 +228,7 @@ def test_verify_decodes_the_audio_again_and_adds_what_reaches_beyond_the_redacti
     audio_out, json_out, result = redact_file(r, call, None, {call.resolve()})
     d = json.loads(json_out.read_text())
     # the later passes heard nothing new; the phone, which every decoding found, is one agreed span
-    assert d["verified"] == {"by": "fake-e2e", "passes": 3, "added": 1, "refuted": 0, "agreed": 1}
+    assert d["verified"] == {"by": "fake-e2e", "passes": 3, "added": 1, "refuted": 0, "agreed": 1, "trimmed": 0}
     labels = sorted(s["label"] for s in d["spans"])
     assert labels == ["CREDIT_CARD", "PHONE"] and any("verify" in s["source"] for s in d["spans"])
     assert ver.heard.any() and len(ver.heard) == 10 * 16000  # the whole call, first redaction included
@@ -367,6 +367,78 @@ def test_a_pass_that_skipped_words_in_a_span_gives_no_opinion():
                                   ("five,", 6.4, 6.8, 0.7)])
     assert not refuted(account, [(tail, []), (tail, [])])
     assert refuted(Span(4.8, 6.8, "BANK_ACCOUNT", 0.75, "patterns", "2265"), [(tail, []), (tail, [])])
+
+
+def _timed(text, t0, p=0.9, step=0.3):
+    return [(w, round(t0 + step * i, 3), round(t0 + step * i + 0.25, 3), p) for i, w in enumerate(text.split())]
+
+
+def test_the_part_of_a_span_that_no_pass_found_anything_in_is_cut_off_where_the_passes_refute_it():
+    """tiny.en ran a phone into a loop of digits over the small talk after it (1.0-6.0 s); every
+    pass heard the phone (1.0-3.1 s) and then plain words it was sure of: the span is cut back to
+    the phone. Not where a pass doubted the words, heard digits next to what it found (its span
+    stopped short of the number's last group), heard a word that carries a number on, or where
+    the stretch is shorter than TRIM_MIN_S; a span no pass found anything in is left whole to
+    :func:`refuted`."""
+    from deid_speech.pipeline import TRIM_MIN_S, trimmed
+
+    span = Span(1.0, 6.0, "PHONE", 0.9, "cue-runs+patterns", "8 ,3 ,4 ,3 ,4 ,5 ,1 ,2 ,3 ,2 ,3 ,2 ,3 ,2 ,5")
+    phone = _timed("eight three oh three oh five one two", 1.0, step=0.25)  # 1.0-3.0 s
+
+    def heard(after, p=0.9):
+        return Transcript.from_words(phone + _timed(after, 3.2, p)), [Span(1.0, 3.1, "PHONE", 0.9, "cue-runs")]
+
+    talk = "we also got the new camp in Malacca three days"  # one symbol: "three"
+    (left,) = trimmed(span, [heard(talk), heard(talk)])
+    assert (left.start, left.end, left.label) == (1.0, 3.1, "PHONE") and left.source == "cue-runs+patterns+trimmed"
+    assert trimmed(span, [heard(talk), heard(talk, p=0.2)]) == [span]  # an unsure pass
+    assert trimmed(span, [heard(talk), heard("fifty after six pm we also got the camp")]) == [span]  # "fifty" next to it
+    assert trimmed(span, [heard(talk), heard("hundred after six pm we also got the camp")]) == [span]
+    assert trimmed(span, [heard(talk), heard("nine eight seven six five four three two")]) == [span]  # digits
+    short = Span(1.0, 3.1 + TRIM_MIN_S - 0.05, "PHONE", 0.9, "cue-runs+patterns")
+    assert trimmed(short, [heard(talk), heard(talk)]) == [short]
+    unfound = [(t, []) for t, _ in (heard(talk), heard(talk))]
+    assert trimmed(span, unfound) == [span]
+    # a stretch between two found parts goes too, and the span falls into two
+    two = [(t, found + [Span(5.0, 6.0, "PHONE", 0.9, "cue-runs")]) for t, found in (heard(talk), heard(talk))]
+    assert [(s.start, s.end) for s in trimmed(span, two)] == [(1.0, 3.1), (5.0, 6.0)]
+
+
+def test_a_trimmed_span_is_redacted_as_what_is_left_of_it_and_the_report_counts_it():
+    """Through redact: the first decoder's phone ran on over "thank you see you on Monday", which
+    both passes heard as plain words after the phone they found; the redaction ends with the
+    phone, and ``verified`` counts one trimmed span."""
+    from deid_speech.ner.base import span_from_words
+
+    first_text = "hello my number is nine one two three four five six seven eight one two three four five"
+    plain_text = "hello my number is nine one two three four five six seven thank you see you on monday"
+
+    class Digits:
+        name = "digits"
+
+        def detect(self, transcript):  # the first decoder's loop: every digit from "nine" on is the phone
+            ws = transcript.words[4:] if transcript.words[-1].text == "five" else []
+            return [span_from_words(transcript, ws, "PHONE", 0.9, "cue-runs")] if ws else []
+
+    class Sure:
+        name = "sure"
+
+        def recognize(self, audio, progress=None):
+            t = make_transcript(plain_text, word_dur=0.2, gap=0.05, t0=0.5)
+            return Recognition(Transcript.from_words([(w.text, w.start, w.end, 0.9) for w in t.words]))
+
+    audio = (0.1 * np.sin(np.arange(8 * 16000) / 7.0)).astype(np.float32)
+    words = make_transcript(plain_text, word_dur=0.2, gap=0.05, t0=0.5).words
+    for passes in (2, 1):
+        r = Redactor(RedactConfig(verify=True, verify_passes=passes), asr=FakeAsr(first_text),
+                     detectors=[PatternDetector(), Digits()], verifier=Sure())
+        result = r.redact_tracks([(None, audio)], (8.0, 16000, 1))
+        (span,) = [s for s in result.spans if s.label == "PHONE"]
+        assert span.start <= words[4].start  # "nine"
+        if passes == 2:
+            assert result.verification["trimmed"] == 1 and span.end == pytest.approx(words[11].end, abs=0.06)  # "seven"
+        else:  # one pass is no majority: the loop stays redacted
+            assert result.verification["trimmed"] == 0 and span.end > words[-2].start
 
 
 def test_a_verifier_span_is_added_only_where_it_reaches_beyond_the_redaction():
@@ -517,7 +589,7 @@ def test_two_verifier_models_take_turns_by_pass_and_what_either_finds_is_redacte
     assert sorted(s.label for s in result.spans) == ["CREDIT_CARD", "PHONE"]
     # the phone every decoding heard is one agreed span; the card only B heard is not
     assert result.verification == {"by": "A,B", "passes": 3, "added": result.verification["added"], "refuted": 0,
-                                   "agreed": 1}
+                                   "agreed": 1, "trimmed": 0}
     assert [s.label for s in result.spans if "agreed" in s.source.split("+")] == ["PHONE"]
     assert ByPass([a]) is a  # one model is itself
     assert RedactConfig(verifier=" tiny.en-sg , base-sg ").verifiers == ("tiny.en-sg", "base-sg")

@@ -128,6 +128,16 @@ MIN_REACH_NUMBER = 0.1
 # and 0.36 / 0.8; docs/results.md §0ao)
 DOUBTED_PROB = 0.2
 MIN_DOUBTED_S = 0.05
+# a stretch of a first-decoder span that no pass found anything in is cut off it (:func:`trimmed`)
+# when it lasts at least this long and the passes refute it as they would a span of its own; a
+# tiny.en loop of digits over fast telephone speech ("8 ,3 ,4 ,3 ,4 ..." for a phone and the 6.5 s
+# of small talk after it). Dev, two draws: the same leak on every set, 0.25-1.1 points less
+# over-redaction; at 0.3 s a phone's last digits escaped (docs/results.md §0ar)
+TRIM_MIN_S = 0.5
+# words that carry on a number a pass heard ("forty one eleven ... eighteen hundred"): where a
+# pass's words at the edge of such a stretch, next to what it found, are digits or these, the
+# number may go on there, and the stretch is not cut
+NUMBER_GOES_ON = frozenset({"hundred", "thousand"})
 
 
 @dataclass(frozen=True)
@@ -138,15 +148,18 @@ class SecondOpinion:
     added: list[Span]
     refuted: list[Span]
     agreed: list[Span] = field(default_factory=list)
+    trimmed: list[tuple[Span, list[Span]]] = field(default_factory=list)  # a first span, and what is left of it
 
     def applied(self, spans: list[Span]) -> list[Span]:
-        """``spans`` without the refuted ones, and with the added ones; where every decoding
-        found the entity, the one span of :func:`agreed_spans` instead of its parts."""
+        """``spans`` without the refuted ones, a trimmed one as what is left of it, and with
+        the added ones; where every decoding found the entity, the one span of
+        :func:`agreed_spans` instead of its parts."""
         def inside(s: Span) -> bool:
             return any(s.overlaps(a) for a in self.agreed)
 
-        return [s for s in spans if s not in self.refuted and not inside(s)] \
-            + [s for s in self.added if not inside(s)] + self.agreed
+        left = {id(s): parts for s, parts in self.trimmed}
+        kept = [p for s in spans if s not in self.refuted for p in left.get(id(s), [s])]
+        return [s for s in kept if not inside(s)] + [s for s in self.added if not inside(s)] + self.agreed
 
 
 def _named(token: str) -> bool:
@@ -233,6 +246,46 @@ def doubted_everywhere(transcripts: list[Transcript]) -> list[Span]:
     for other in lows[1:]:
         common = intersect(common, other)
     return [Span(a, b, "PERSON", 0.5, "doubted") for a, b in union(common) if b - a >= MIN_DOUBTED_S]
+
+
+def trimmed(span: Span, passes: list[tuple[Transcript, list[Span]]], first: Transcript | None = None) -> list[Span]:
+    """What is left of a first-decoder ``span`` once the passes (each its transcript and the
+    spans found in it) have had their say on its parts: a stretch of at least
+    :data:`TRIM_MIN_S` that no pass found anything in, at either end of the span or between
+    what they found, is cut off when the passes refute it as they would a span of its own
+    (:func:`refuted`, with ``first``), unless a pass's word at its edge next to what that pass
+    found is a digit or a word that carries a number on (:data:`NUMBER_GOES_ON`): the passes may
+    have cut their own span short of the number's last digits ("... twenty seven | fifty after
+    six pm"). tiny.en runs a phone into a loop of digits over the small talk after it ("8 ,3 ,4
+    ,3 ,4 ..." for "eight triple three oh five one two, we also got the June camp ..."), where the
+    passes heard the phone and then plain words. Without anything found in it the span is
+    left to :func:`refuted` whole: ``[span]``."""
+    from deid_speech.intervals import subtract, union
+    from deid_speech.ner.base import TRIMMED
+    from deid_speech.spoken import clean_token, normalize_tokens
+
+    found = union([(f.start, f.end) for _, fs in passes for f in fs if f.overlaps(span)])
+    if not found:
+        return [span]
+
+    def number_word(w: Word) -> bool:
+        return bool(normalize_tokens([w.text])) or clean_token(w.text) in NUMBER_GOES_ON
+
+    cut = []
+    for a, b in subtract([(span.start, span.end)], found):
+        if b - a < TRIM_MIN_S:
+            continue
+        after_found, before_found = a > span.start, b < span.end  # the edges that touch a found span
+        edges = [[w for w, at in ((ws[0], after_found), (ws[-1], before_found)) if at]
+                 for ws in (t.words_during(a, b) for t, _ in passes) if ws]
+        if any(number_word(w) for ws in edges for w in ws):
+            continue
+        if refuted(replace(span, start=a, end=b), passes, first):
+            cut.append((a, b))
+    if not cut:
+        return [span]
+    return [replace(span, start=a, end=b, source=span.source + "+" + TRIMMED)
+            for a, b in subtract([(span.start, span.end)], cut) if b - a > 0]
 
 
 def agreed_spans(spans: list[Span], passes: list[tuple[Transcript, list[Span]]]) -> list[Span]:
@@ -640,9 +693,13 @@ class Redactor:
                 added += [s for s in doubted_everywhere([transcript] + [t for t, _ in passes]) if _reaches(s, regions)]
             heard_by = ([(transcript, spans)] if transcript is not None else []) + passes
             wrong = [s for s in spans if (overrules and refuted(s, passes, transcript)) or named_lookalike(s, heard_by)]
-            agreed = agreed_spans([s for s in spans if s not in wrong], passes) if overrules else []
+            cut = [(s, parts) for s in spans if overrules and s not in wrong
+                   for parts in [trimmed(s, passes, transcript)] if parts != [s]]
+            left = {id(s): parts for s, parts in cut}
+            kept = [p for s in spans if s not in wrong for p in left.get(id(s), [s])]
+            agreed = agreed_spans(kept, passes) if overrules else []
             return SecondOpinion([s for s in added if not named_lookalike(s, heard_by)], wrong,
-                                 [s for s in agreed if not named_lookalike(s, heard_by)])
+                                 [s for s in agreed if not named_lookalike(s, heard_by)], cut)
 
     def redact(self, audio: Audio, progress=None, in_place: bool = False) -> RedactResult:
         """Transcribe and check every distinct channel on its own (:meth:`Audio.tracks16k`),
@@ -665,7 +722,7 @@ class Redactor:
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
-        added_total, refuted_total, agreed_total, uncovered = 0, 0, 0, []
+        added_total, refuted_total, agreed_total, trimmed_total, uncovered = 0, 0, 0, 0, []
         for channel, mono in _timed(tracks):
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
@@ -681,7 +738,7 @@ class Redactor:
             if self.verifier is not None:
                 opinion = self.verify(None, spans, heard, transcript)
                 added_total, refuted_total = added_total + len(opinion.added), refuted_total + len(opinion.refuted)
-                agreed_total += len(opinion.agreed)
+                agreed_total, trimmed_total = agreed_total + len(opinion.agreed), trimmed_total + len(opinion.trimmed)
                 spans = merge_spans(opinion.applied(spans))
             found += spans
             per.append((channel, transcript, spans))
@@ -690,7 +747,7 @@ class Redactor:
             found += [s for _, tr, _ in per for s in place_spans(repeat_mentions(merge_spans(found), tr), tr)]
         spans = merge_spans(found)
         verification = ({"by": self.verifier.name, "passes": self.config.verify_passes, "added": added_total,
-                         "refuted": refuted_total, "agreed": agreed_total}
+                         "refuted": refuted_total, "agreed": agreed_total, "trimmed": trimmed_total}
                         if self.verifier is not None else None)
         text = TextRedactor(self.config.redact)  # one per call: numbering and surrogates agree across channels
         redacted = [redact_transcript(tr, spans, text) for _, tr, _ in per]

@@ -69,7 +69,8 @@ def redacted_schema(version: int) -> dict:
                                                                        "passes": {"type": "integer", "minimum": 1},
                                                                        "added": {"type": "integer"},
                                                                        "refuted": {"type": "integer"},
-                                                                       "agreed": {"type": "integer"}}}]},
+                                                                       "agreed": {"type": "integer"},
+                                                                       "trimmed": {"type": "integer"}}}]},
              "words": {"type": "array", "items": word}, "channel_results": {"type": "array", "items": channel}}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "deid-speech X.redacted.json",
             "description": "The report shared with the redacted audio: no clear text of any span or word.",

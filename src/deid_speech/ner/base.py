@@ -68,6 +68,9 @@ def span_from_chars(transcript: Transcript, char_start: int, char_end: int, labe
 # the source tag of a span whose stretch every decoding (the first and each verifier pass)
 # found (pipeline.agreed_spans): its edges are the union of their times, padded less
 AGREED = "agreed"
+# the source tag of what is left of a first-decoder span that the verifier's passes cut parts
+# off (pipeline.trimmed)
+TRIMMED = "trimmed"
 
 
 def overlapping(spans: list[Span], gap: float = 0.0) -> Iterator[list[Span]]:
