@@ -132,7 +132,8 @@ MIN_DOUBTED_S = 0.05
 # when it lasts at least this long and the passes refute it as they would a span of its own; a
 # tiny.en loop of digits over fast telephone speech ("8 ,3 ,4 ,3 ,4 ..." for a phone and the 6.5 s
 # of small talk after it). Dev, two draws: the same leak on every set, 0.25-1.1 points less
-# over-redaction; at 0.3 s a phone's last digits escaped (docs/results.md §0ar)
+# over-redaction (at 0.3 s the calls leaked 0.07 points more); test2: 1.1-2.1 points less for
+# 0.06-0.12 points more leak (docs/results.md §0ar)
 TRIM_MIN_S = 0.5
 # words that carry on a number a pass heard ("forty one eleven ... eighteen hundred"): where a
 # pass's words at the edge of such a stretch, next to what it found, are digits or these, the
