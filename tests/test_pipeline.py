@@ -369,6 +369,18 @@ def test_a_pass_that_skipped_words_in_a_span_gives_no_opinion():
     assert refuted(Span(4.8, 6.8, "BANK_ACCOUNT", 0.75, "patterns", "2265"), [(tail, []), (tail, [])])
 
 
+class SureVerifier:
+    """A verifier that hears ``text`` on every pass, sure of each word (0.9)."""
+    name = "sure"
+
+    def __init__(self, text):
+        self.text = text
+
+    def recognize(self, audio, progress=None):
+        t = make_transcript(self.text, word_dur=0.2, gap=0.05, t0=0.5)
+        return Recognition(Transcript.from_words([(w.text, w.start, w.end, 0.9) for w in t.words]))
+
+
 def _timed(text, t0, p=0.9, step=0.3):
     return [(w, round(t0 + step * i, 3), round(t0 + step * i + 0.25, 3), p) for i, w in enumerate(text.split())]
 
@@ -420,18 +432,11 @@ def test_a_trimmed_span_is_redacted_as_what_is_left_of_it_and_the_report_counts_
             ws = transcript.words[4:] if transcript.words[-1].text == "five" else []
             return [span_from_words(transcript, ws, "PHONE", 0.9, "cue-runs")] if ws else []
 
-    class Sure:
-        name = "sure"
-
-        def recognize(self, audio, progress=None):
-            t = make_transcript(plain_text, word_dur=0.2, gap=0.05, t0=0.5)
-            return Recognition(Transcript.from_words([(w.text, w.start, w.end, 0.9) for w in t.words]))
-
     audio = (0.1 * np.sin(np.arange(8 * 16000) / 7.0)).astype(np.float32)
     words = make_transcript(plain_text, word_dur=0.2, gap=0.05, t0=0.5).words
     for passes in (2, 1):
         r = Redactor(RedactConfig(verify=True, verify_passes=passes), asr=FakeAsr(first_text),
-                     detectors=[PatternDetector(), Digits()], verifier=Sure())
+                     detectors=[PatternDetector(), Digits()], verifier=SureVerifier(plain_text))
         result = r.redact_tracks([(None, audio)], (8.0, 16000, 1))
         (span,) = [s for s in result.spans if s.label == "PHONE"]
         assert span.start <= words[4].start  # "nine"
@@ -543,17 +548,10 @@ def test_a_span_only_the_first_decoder_found_is_dropped_when_every_pass_heard_pl
             ws = [w for w in transcript.words if w.text == "Cara"]
             return [span_from_words(transcript, ws, "PERSON", 0.55, "name-list")] if ws else []
 
-    class Sure:
-        name = "sure"
-
-        def recognize(self, audio, progress=None):
-            t = make_transcript(plain_text, word_dur=0.2, gap=0.05, t0=0.5)
-            return Recognition(Transcript.from_words([(w.text, w.start, w.end, 0.9) for w in t.words]))
-
     audio = (0.1 * np.sin(np.arange(8 * 16000) / 7.0)).astype(np.float32)
     for passes, kept in ((2, False), (1, True)):
         r = Redactor(RedactConfig(verify=True, verify_passes=passes), asr=FakeAsr(first_text),
-                     detectors=[PatternDetector(), Names()], verifier=Sure())
+                     detectors=[PatternDetector(), Names()], verifier=SureVerifier(plain_text))
         result = r.redact_tracks([(None, audio)], (8.0, 16000, 1))
         assert ("PERSON" in [s.label for s in result.spans]) is kept
         assert "PHONE" in [s.label for s in result.spans]
