@@ -673,7 +673,9 @@ class Redactor:
         given, or a pass's) heard named as a look-alike, and none heard a PII cue before, is
         dropped from them all (:func:`named_lookalike`). Where the first decoding (given as
         ``transcript``) and every pass doubted the words at the same moment, that speech is
-        added as a name (:func:`doubted_everywhere`; a Whisper verifier of two or more passes)."""
+        added as a name (:func:`doubted_everywhere`; a Whisper verifier of two or more passes).
+        A stretch of a first span that no pass found anything in and that the passes refute is
+        cut off it (:func:`trimmed`: a loop of digits run on past a phone)."""
         from deid_speech import timing
         from deid_speech.intervals import union
         from deid_speech.redact import redaction_regions
@@ -696,9 +698,7 @@ class Redactor:
             wrong = [s for s in spans if (overrules and refuted(s, passes, transcript)) or named_lookalike(s, heard_by)]
             cut = [(s, parts) for s in spans if overrules and s not in wrong
                    for parts in [trimmed(s, passes, transcript)] if parts != [s]]
-            left = {id(s): parts for s, parts in cut}
-            kept = [p for s in spans if s not in wrong for p in left.get(id(s), [s])]
-            agreed = agreed_spans(kept, passes) if overrules else []
+            agreed = agreed_spans(SecondOpinion([], wrong, trimmed=cut).applied(spans), passes) if overrules else []
             return SecondOpinion([s for s in added if not named_lookalike(s, heard_by)], wrong,
                                  [s for s in agreed if not named_lookalike(s, heard_by)], cut)
 
