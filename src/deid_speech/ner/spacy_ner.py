@@ -266,6 +266,11 @@ INTRODUCTION = re.compile(r"\b(?:i'm|i am|this is)\s+", re.IGNORECASE)
 ARTICLES = frozenset("a an the".split())
 
 
+def _ends_clause(w: Word) -> bool:
+    """Whether ``w`` ends a clause: a comma or a sentence's end after it."""
+    return w.text.rstrip().endswith((",", ".", "?", "!"))
+
+
 def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters: int = 14) -> list[Word]:
     """The words of a name slot that starts at character ``pos``: up to ``max_words``
     words before a comma, a clause end or a word that is plainly no name (unless the
@@ -288,7 +293,7 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
         if not t or (plain and not garbled_start) or any(c.isdigit() for c in t):
             break  # a name holds no digits ("call me at 9173 4482" is a phone, not a name)
         out.append(w)
-        if w.text.rstrip().endswith((",", ".", "?", "!")):
+        if _ends_clause(w):
             break
     return out
 
@@ -301,12 +306,12 @@ def garbled_after_introduction(transcript: Transcript, pos: int, max_words: int 
     no name."""
     ws = [w for w in transcript.words if w.char_start >= pos][:max_words]
     if len(ws) < 2 or ws[0].text.strip(" .,!?").lower() not in ARTICLES or ws[0].prob >= DOUBT \
-            or ws[1].prob >= DOUBT or ws[0].text.rstrip().endswith((",", ".", "?", "!")):
+            or ws[1].prob >= DOUBT or _ends_clause(ws[0]):
         return []
     out = []
     for w in ws:
         out.append(w)
-        if w.text.rstrip().endswith((",", ".", "?", "!")):
+        if _ends_clause(w):
             break
     return out
 
@@ -372,7 +377,7 @@ def doubted_after(transcript: Transcript, pos: int, max_words: int = 3) -> list[
         if w.prob >= DOUBT or any(c.isdigit() for c in w.text) or (not out and clean_token(w.text) in _FUNCTION):
             break
         out.append(w)
-        if w.text.rstrip().endswith((",", ".", "?", "!")):
+        if _ends_clause(w):
             break
     return out
 
