@@ -196,13 +196,40 @@ def test_a_name_before_here_in_an_introduction_is_redacted_and_a_place_is_not(de
     assert any(lab == "PERSON" and "Gabriel Pereira" in t
                for lab, t in found(det, "Hi, FitZone Tampines, Gabriel Pereira here, how can I help?"))
     # the recogniser's garbled name: doubted words before "here" ("Kelvin Goh" as "be more")
-    garbled = Transcript.from_words([("renovation,", 0, .8), ("can", .9, 1.0), ("be", 1.0, 1.2, .31),
-                                     ("more", 1.2, 1.5, .08), ("here.", 1.5, 1.8), ("Hi.", 2.0, 2.2)])
+    # (later in the call than its opening, where every word of the clause would be taken)
+    garbled = Transcript.from_words([("renovation,", 10, 10.8), ("can", 10.9, 11.0), ("be", 11.0, 11.2, .31),
+                                     ("more", 11.2, 11.5, .08), ("here.", 11.5, 11.8), ("Hi.", 12.0, 12.2)])
     assert [s.text for s in det.detect(garbled) if s.label == "PERSON"] == ["be more"]
     for text in ("Okay, come here.", "Wait, over here.", "Ya, I'm here.", "Sorry, not here.", "Okay, we are here.",
                  "Eh, sit here lah.", "The parcel, put it here.", "hello, I moved here, I'm at the bay",
                  "I live near here.", "Ok, can park here?"):
         assert not any(lab == "PERSON" for lab, _ in found(det, text)), text
+
+
+@pytest.mark.parametrize("text,name", [
+    ("Kallang Auto Care, morning, when can I, here.", "when can I"),  # "Wen Kai here", heard as sure words
+    ("Hello, single plumbing, palpation, here.", "palpation"),  # a comma before "here"
+    ("Hello, Hup Seng, tell mo, there?", "tell mo"),  # "here" heard as "there"
+    ("FitZone, morning, a bill pray, hear.", "a bill pray"),  # ... or as "hear"
+    ("Good morning, Orchid Bay Hotel, hurry up person, speaking.", "hurry up person"),  # greetings are left
+    ("Hello, Hello, Mei Ling here, how can I help?", "Mei Ling"),
+])
+def test_a_clause_before_here_at_a_calls_opening_is_a_name_whatever_its_words(det, text, name):
+    persons = [s.text for s in det.detect(make_transcript(text)) if s.label == "PERSON" and s.source == "opening"]
+    assert persons == [name], persons
+    # the same words later in the call are left to the rules that need a capital or a doubt
+    later = make_transcript(text, t0=20.0)
+    assert not any(s.source == "opening" for s in det.detect(later))
+
+
+@pytest.mark.parametrize("text", [
+    "Okay, come here.", "Ya, I'm here.", "Sorry, not here.", "The parcel, put it here.", "Hello, anybody there?",
+    "Is your mother there?", "Is it there?", "Hello, can hear?", "Left it there.", "How about there?",
+    "Really? Not there?", "Okay, we are here.", "Hello? Hello, you there?", "I stay there.",
+    "Hello, I'm speaking.", "Good morning, hello, speaking.",
+])
+def test_a_greeting_a_question_or_a_place_at_a_calls_opening_is_no_name(det, text):
+    assert not any(lab == "PERSON" for lab, _ in found(det, text)), found(det, text)
 
 
 @pytest.mark.parametrize("text", ["Sure, may I have your full name please? My name is",

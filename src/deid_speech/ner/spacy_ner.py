@@ -22,8 +22,13 @@
 * Name slots take the words after an introduction whatever the recogniser made of them
   ("my name (is) X", "first name X", "name on card X", "your name please? X"), the words
   before ", speaking", the capitalised or doubted words of a short clause that "here" ends
-  ("Tampines, Gabriel Pereira here"), and any run of three or more spelled letters with no
-  number beside it that spells no common acronym ("P O S B", "G S T"). After "I'm", "I am" or
+  ("Tampines, Gabriel Pereira here"); in a call's first :data:`OPENING_S` seconds, where who
+  answers says their name, all the words of such a clause of up to three words, sure or not,
+  before "here", "there", "hear" or "speaking" ("Kallang Auto Care, morning, when can I, here"
+  for "... Wen Kai here"), unless the clause is a question ("Is your mother there?") or ends in
+  a word that no name is ("come here", "Ya, I'm here", "put it here"); and any run of three or
+  more spelled letters with no number beside it that spells no common acronym ("P O S B",
+  "G S T"). After "I'm", "I am" or
   "this is", an article the recogniser doubted and a doubted word after it are a name's garbled
   start ("I'm a(0.41) realtor(0.17) madman" for "I'm Adrian Fernandez"); a sure article or a
   sure word after it is a description ("I'm a teacher").
@@ -264,6 +269,19 @@ DOUBT = 0.5  # a word the recogniser gave less probability than this is doubted
 # teacher", "this is the clinic"), so only :func:`garbled_after_introduction` reads a name there
 INTRODUCTION = re.compile(r"\b(?:i'm|i am|this is)\s+", re.IGNORECASE)
 ARTICLES = frozenset("a an the".split())
+# a call opens with who answers it ("Kallang Auto Care, morning, Wen Kai here."): in the first
+# OPENING_S seconds, the words of a clause of up to three words that "here" (or "there", "hear",
+# as the recogniser may write it, or "speaking") ends are a name whatever the recogniser made of
+# them ("when can I, here", "palpation, here."; dev calls leaked 3.36 -> 2.84 %, docs/results.md §0as)
+OPENING_S = 6.0
+OPENING_HERE = re.compile(r"(?:^|[,.?!])\s*((?:[A-Za-z'-]+\s+){0,2}[A-Za-z'-]+,?\s+)(?:here|there|hear|speaking)"
+                          r"(?=\s*[,.?!]|\s*$)", re.IGNORECASE)
+# no name stands right before "here" as these words ("Ya, I'm here.", "Is it there?", "put it here")
+NOT_BEFORE_OPENING = frozenset("you i'm we're you're he's she's they're anybody anyone someone somebody nobody is "
+                               "are still it me him her them us not about".split())
+# a question or a greeting is no introduction ("Is your mother there?", "Hello, can hear?")
+NOT_OPENING_START = frozenset("is are was were do does did can could will how who what where why".split())
+GREETINGS = frozenset("good morning afternoon evening hello hey".split())
 
 
 def _ends_clause(w: Word) -> bool:
@@ -596,6 +614,16 @@ class SpacyDetector:
                 ws.insert(0, w)
             if ws:
                 out.append(span_from_words(transcript, ws, "PERSON", 0.6, "name-slot"))
+        for m in OPENING_HERE.finditer(text):
+            ws = [w for w in transcript.words if m.start(1) <= w.char_start < m.end(1)]
+            plain = [w.text.strip(" .,?!").lower() for w in ws]
+            if (not ws or ws[-1].end > OPENING_S or plain[-1] in NOT_BEFORE_HERE or plain[-1] in NOT_BEFORE_OPENING
+                    or plain[0] in NOT_OPENING_START):
+                continue  # "come here", "are you there?", "is it there?"
+            while ws and (plain[0] in FILLERS or plain[0] in GREETINGS):
+                ws, plain = ws[1:], plain[1:]
+            if ws:
+                out.append(span_from_words(transcript, ws, "PERSON", 0.6, "opening"))
         for run in spelled_runs(transcript.words):
             out.append(span_from_words(transcript, run, "PERSON", 0.6, "spelled"))
         for w in rare_words(transcript.words):
