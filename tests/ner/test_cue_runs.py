@@ -93,6 +93,27 @@ def test_cued_runs_survive_self_corrections_commas_and_glued_tokens(text, label,
 
 
 @pytest.mark.parametrize("text,label,value", [
+    # digit pairs that a self-correction splits: no pattern holds them, the cue does
+    ("contact number, eighty six sixty six, sorry sixty two, nineteen four five, call me", "PHONE",
+     "eighty six sixty six, sorry sixty two, nineteen four five"),
+    ("my number, ninety one twenty three, no wait, forty five sixty seven", "PHONE",
+     "ninety one twenty three, no wait, forty five sixty seven"),
+])
+def test_digit_pairs_after_a_cue_are_a_run(text, label, value):
+    assert (label, value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "the card fee is twenty, can pay later",  # a tens word alone is a price or a count
+    "my number, twenty years already lah",
+    "the plan number is ninety, per month",
+    "account number, hundred and twenty gig",
+])
+def test_a_tens_word_alone_after_a_cue_starts_no_run(text):
+    assert found(text) == []
+
+
+@pytest.mark.parametrize("text,label,value", [
     ("3, 4, 4, 9, I'm 7, 1, 6, 6, 4, I'm 8, 8, 3, 2 just", "CREDIT_CARD", "3, 4, 4, 9, I'm 7, 1, 6, 6, 4, I'm 8, 8, 3, 2"),
     ("4933, 7275, 47736, I'm 777.", "CREDIT_CARD", "4933, 7275, 47736, I'm 777"),
     ("give me M955722 to find you", "NRIC", "M955722"),

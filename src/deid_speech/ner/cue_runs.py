@@ -14,10 +14,11 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    "number", "no", "it's", "uh", ...) and other cue words ("bank account") may stand
    between.
 2. A **run** is a stretch of tokens each of which could belong to a spoken identifier:
-   a digit or letter, spoken, written or glued ("K3", "4", "-1", "S902", "ess"); a
-   homophone of a digit or letter ("to"/"too" 2, "for" 4, "won" 1, "ate" 8, "tree"/"free"
-   3, "fife" 5, "sex" 6, "heaven" 7, "nein" 9, "why"/"wide" Y, "see" C, "are" R, "you" U,
-   "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a word the recogniser
+   a digit or letter, spoken, written or glued ("K3", "4", "-1", "S902", "ess"); a tens
+   word with its unit word after it, a digit pair's first half ("eighty six, sixty six",
+   not "twenty" alone); a homophone of a digit or letter ("to"/"too" 2, "for" 4, "won" 1,
+   "ate" 8, "tree"/"free" 3, "fife" 5, "sex" 6, "heaven" 7, "nein" 9, "why"/"wide" Y, "see"
+   C, "are" R, "you" U, "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a word the recogniser
    itself doubted (probability under :data:`LOW_PROB`). One other word may stand inside
    a run when identifier tokens follow it ("81 is the one 47": two words at most, and
    then only between symbols). A word that is a symbol only by its sound ("I", "to",
@@ -70,7 +71,7 @@ from deid_speech.ner.patterns import CUE_WORDS as _LABEL_CUE_WORDS
 from deid_speech.ner.patterns import CUES, MAIL_PROVIDERS, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
-from deid_speech.spoken import REPEAT_WORDS, WEAK_WORDS, clean_token, token_symbols
+from deid_speech.spoken import REPEAT_WORDS, TENS_WORDS, WEAK_WORDS, clean_token, token_symbols
 from deid_speech.types import Span, Transcript, Word
 
 SCORE = 0.6
@@ -124,12 +125,20 @@ SOUND_ONLY = WEAK_WORDS | frozenset(HOMOPHONES)
 DEICTIC = frozenset("the that this".split())  # "the one", "that one": a pronoun
 
 
-def _symbol(word: Word) -> str | None:
-    """The symbols a token could stand for inside a cue-anchored run, or None."""
+_UNITS = frozenset("one two three four five six seven eight nine".split())
+
+
+def _symbol(word: Word, nxt: Word | None = None) -> str | None:
+    """The symbols a token could stand for inside a cue-anchored run, or None; a tens word
+    is one only as a digit pair's first half, with its unit word ``nxt`` right after it
+    ("eighty six, sixty six": "8", then "6"), not alone ("hundred and twenty gig")."""
     t = clean_token(word.text).lstrip("-–")
     sym = token_symbols(word.text, word.text)
     if sym is not None:
         return sym
+    if t in TENS_WORDS:
+        pair = nxt is not None and word.text.strip()[-1:].isalpha() and clean_token(nxt.text) in _UNITS
+        return TENS_WORDS[t] if pair else None
     return HOMOPHONES.get(t)
 
 
@@ -162,8 +171,12 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
     return None
 
 
-def _is_symbolic(w: Word) -> bool:
-    return _symbol(w) is not None or clean_token(w.text) in REPEAT_WORDS
+def _is_symbolic(w: Word, nxt: Word | None = None) -> bool:
+    return _symbol(w, nxt) is not None or clean_token(w.text) in REPEAT_WORDS
+
+
+def _next(words, k: int) -> Word | None:
+    return words[k + 1] if k + 1 < len(words) else None
 
 
 def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
@@ -176,7 +189,7 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
     lead = 0
     while k < n and lead <= MAX_LEAD:  # skip glue words to the run's first symbol
         t = clean_token(words[k].text)
-        if _is_symbolic(words[k]):  # even a cue word: "joint IC C six six" may be a garbled plate
+        if _is_symbolic(words[k], _next(words, k)):  # even a cue word: "joint IC C six six" may be a garbled plate
             break
         if (t not in GLUE and t not in CUE_WORDS) or _ends_clause(words[k]):
             return None
@@ -197,10 +210,10 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
             if parts and parts[-1][0] == k - 1 and any(j < group for j, _ in parts):
                 parts = [(j, x) for j, x in parts if j < group]
             break
-        if _is_symbolic(w) or (t in JOINERS and parts):
+        if _is_symbolic(w, _next(words, k)) or (t in JOINERS and parts):
             if not parts or parts[-1][0] != k - 1:
                 group = k
-            sym = _symbol(w) or ""
+            sym = _symbol(w, _next(words, k)) or ""
             parts.append((k, sym[:1] * (repeat - 1) + sym))
             repeat = REPEAT_WORDS.get(t, 1)
             if not (inside and t in SOUND_ONLY):  # "the rest I don't": "I" renews no stray budget
