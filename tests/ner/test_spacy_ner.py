@@ -190,6 +190,17 @@ def test_a_name_slot_after_an_introduction_is_redacted_whatever_the_spelling(det
     assert any(lab == "PERSON" and name in t for lab, t in found(det, text))
 
 
+def test_a_patronymics_joiner_is_no_word_of_a_name_slots_three(det):
+    # "Name please? Suresh son of Krishnan", garbled: three words of a name and a joiner between
+    persons = [s.text for s in det.detect(make_transcript("Name please? slash son of christian, ok thanks"))
+               if s.label == "PERSON" and "name-slot" in s.source]
+    assert "slash son of christian" in persons, persons
+    # without a joiner the slot still ends after three words
+    persons = [s.text for s in det.detect(make_transcript("Name please? slash sun off christian, ok thanks"))
+               if s.label == "PERSON" and "name-slot" in s.source]
+    assert "slash sun off" in persons, persons
+
+
 def test_a_name_before_here_in_an_introduction_is_redacted_and_a_place_is_not(det):
     from deid_speech.types import Transcript
 

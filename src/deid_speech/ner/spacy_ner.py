@@ -291,9 +291,10 @@ def _ends_clause(w: Word) -> bool:
 
 def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters: int = 14) -> list[Word]:
     """The words of a name slot that starts at character ``pos``: up to ``max_words``
-    words before a comma, a clause end or a word that is plainly no name (unless the
-    recogniser doubted it; a short first word before a name-like one is the name's garbled
-    start: "to june way"), or a run of up to ``max_letters`` spelled letters ("T -H -E")."""
+    words (a patronymic's joiners, "bin", "son of", besides) before a comma, a clause end or
+    a word that is plainly no name (unless the recogniser doubted it; a short first word
+    before a name-like one is the name's garbled start: "to june way"), or a run of up to
+    ``max_letters`` spelled letters ("T -H -E")."""
     ws = [w for w in transcript.words if w.char_start >= pos]
     if not ws or NAME_SLOT_CUES.match(transcript.text, ws[0].char_start):
         return []  # nothing, or another introduction ("your name please? My name is ..."): its own slot
@@ -301,8 +302,12 @@ def name_slot(transcript: Transcript, pos: int, max_words: int = 3, max_letters:
     if len(spelled) >= 3 and spelled == ws[:len(spelled)]:
         return spelled
     out: list[Word] = []
-    for k, w in enumerate(ws[:max_words]):
+    named = 0  # words of the name so far; a patronymic's joiner is none ("Suresh son of Krishnan")
+    for k, w in enumerate(ws):
         t = w.text.strip().strip(".,!?").lower()
+        if named >= max_words:
+            break
+        named += t not in JOINERS
         plain = (t in NOT_NAMES or t in ("and", "or", "but", "is")) and w.prob >= DOUBT
         # a short word first and a name-like word after it: the name's garbled start ("to june way")
         nxt = ws[k + 1].text.strip().strip(".,!?").lower() if k + 1 < len(ws) else ""
