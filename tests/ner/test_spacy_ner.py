@@ -237,7 +237,7 @@ def test_a_clause_before_here_at_a_calls_opening_is_a_name_whatever_its_words(de
     "Okay, come here.", "Ya, I'm here.", "Sorry, not here.", "The parcel, put it here.", "Hello, anybody there?",
     "Is your mother there?", "Is it there?", "Hello, can hear?", "Left it there.", "How about there?",
     "Really? Not there?", "Okay, we are here.", "Hello? Hello, you there?", "I stay there.",
-    "Hello, I'm speaking.", "Good morning, hello, speaking.",
+    "Hello, I'm speaking.", "Good morning, hello, speaking.", "Hello, I can hear.", "Sorry, I cannot hear.",
 ])
 def test_a_greeting_a_question_or_a_place_at_a_calls_opening_is_no_name(det, text):
     assert not any(lab == "PERSON" for lab, _ in found(det, text)), found(det, text)

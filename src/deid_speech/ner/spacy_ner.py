@@ -276,9 +276,11 @@ ARTICLES = frozenset("a an the".split())
 OPENING_S = 6.0
 OPENING_HERE = re.compile(r"(?:^|[,.?!])\s*((?:[A-Za-z'-]+\s+){0,2}[A-Za-z'-]+,?\s+)(?:here|there|hear|speaking)"
                           r"(?=\s*[,.?!]|\s*$)", re.IGNORECASE)
-# no name stands right before "here" as these words ("Ya, I'm here.", "Is it there?", "put it here")
+# no name stands right before "here" as these words ("Ya, I'm here.", "Is it there?", "put it here",
+# "Hello, I can hear.")
 NOT_BEFORE_OPENING = frozenset("you i'm we're you're he's she's they're anybody anyone someone somebody nobody is "
-                               "are still it me him her them us not about".split())
+                               "are still it me him her them us not about can cannot can't could couldn't don't "
+                               "didn't will won't".split())
 # a question or a greeting is no introduction ("Is your mother there?", "Hello, can hear?")
 NOT_OPENING_START = frozenset("is are was were do does did can could will how who what where why".split())
 GREETINGS = frozenset("good morning afternoon evening hello hey".split())
