@@ -696,8 +696,8 @@ class Redactor:
                 added += [s for s in doubted_everywhere([transcript] + [t for t, _ in passes]) if _reaches(s, regions)]
             heard_by = ([(transcript, spans)] if transcript is not None else []) + passes
             wrong = [s for s in spans if (overrules and refuted(s, passes, transcript)) or named_lookalike(s, heard_by)]
-            cut = [(s, parts) for s in spans if overrules and s not in wrong
-                   for parts in [trimmed(s, passes, transcript)] if parts != [s]]
+            cut = [(s, parts) for s in spans if s not in wrong
+                   for parts in [trimmed(s, passes, transcript)] if parts != [s]] if overrules else []
             agreed = agreed_spans(SecondOpinion([], wrong, trimmed=cut).applied(spans), passes) if overrules else []
             return SecondOpinion([s for s in added if not named_lookalike(s, heard_by)], wrong,
                                  [s for s in agreed if not named_lookalike(s, heard_by)], cut)

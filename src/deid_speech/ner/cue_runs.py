@@ -18,8 +18,8 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    word with its unit word after it, a digit pair's first half ("eighty six, sixty six",
    not "twenty" alone); a homophone of a digit or letter ("to"/"too" 2, "for" 4, "won" 1,
    "ate" 8, "tree"/"free" 3, "fife" 5, "sex" 6, "heaven" 7, "nein" 9, "why"/"wide" Y, "see"
-   C, "are" R, "you" U, "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a word the recogniser
-   itself doubted (probability under :data:`LOW_PROB`). One other word may stand inside
+   C, "are" R, "you" U, "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a
+   word the recogniser itself doubted (probability under :data:`LOW_PROB`). One other word may stand inside
    a run when identifier tokens follow it ("81 is the one 47": two words at most, and
    then only between symbols). A word that is a symbol only by its sound ("I", "to",
    "for", "a") after such a word does not renew that budget, and ends no run: "card six

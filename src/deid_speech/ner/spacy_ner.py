@@ -28,10 +28,10 @@
   for "... Wen Kai here"), unless the clause is a question ("Is your mother there?") or ends in
   a word that no name is ("come here", "Ya, I'm here", "put it here"); and any run of three or
   more spelled letters with no number beside it that spells no common acronym ("P O S B",
-  "G S T"). After "I'm", "I am" or
-  "this is", an article the recogniser doubted and a doubted word after it are a name's garbled
-  start ("I'm a(0.41) realtor(0.17) madman" for "I'm Adrian Fernandez"); a sure article or a
-  sure word after it is a description ("I'm a teacher").
+  "G S T"). After "I'm", "I am" or "this is", an article the recogniser doubted and a doubted
+  word after it are a name's garbled start ("I'm a(0.41) realtor(0.17) madman" for "I'm
+  Adrian Fernandez"); a sure article or a sure word after it is a description ("I'm a
+  teacher").
 * A spoken-date grammar finds "twelfth of March nineteen eighty seven", "twenty nine of
   February", "March 3rd", "3/12/1987", and digit strings after "date of birth".
 """
