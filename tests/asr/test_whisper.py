@@ -1,5 +1,6 @@
 """Whisper transcription: windowing for long calls (unit) and on real speech (model)."""
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -489,6 +490,51 @@ def test_a_loop_in_part_of_a_window_is_cut_out_and_its_speech_left_unchecked(mon
     gaps = uncovered_speech(audio, 16000, tr.words, regions=[(0.0, 25.0)])
     loops = sum(b - a for a, b in gaps)
     assert 2.5 <= loops <= 3 * 3.0 + 0.5  # the loops' stretches (3 s in each window that owns one), not whole windows
+
+
+@pytest.mark.parametrize("word,start,end,regions,cut", [
+    (" a", 46.48, 56.82, [(44.0, 60.0)], 46.48 + 1.85),  # tiny.en gave up on a passport and two sentences
+    (" filletino", 94.51, 113.93, [(93.0, 115.0)], 94.51 + 1.5 + 9 * 0.35),
+    (" I?", 30.92, 39.23, [(30.0, 34.0), (34.6, 40.0)], 30.92 + 1.85),  # speech in two regions
+    (" 553247802174.", 10.0, 15.1, [(9.0, 16.0)], None),  # twelve digits read out: 5.1 s is no stretch
+    (" okay", 5.0, 9.0, [(4.0, 5.5), (8.6, 9.5)], None),  # stretched over a pause: its place is unknown
+    (" Tan", 5.0, 8.5, [(4.0, 8.5)], None),  # 0.4 s of speech past 1.85 s and the margins: left as it is
+    (" double", 2.0, 3.9, [(0.0, 10.0)], None),  # slow, but a word can last that long
+])
+def test_a_word_stretched_over_speech_it_skipped_is_cut_back(word, start, end, regions, cut):
+    from deid_speech.asr.whisper import unstretched
+
+    before, after = (" hello", start - 0.5, start, 0.9), (" thanks", end, end + 0.4, 0.9)
+    out = unstretched([before, (word, start, end, 0.3), after], regions)
+    assert out[0] == before and out[2] == after and out[1][:2] == (word, start)
+    assert out[1][2] == pytest.approx(cut if cut is not None else end)
+
+
+def test_speech_under_a_stretched_word_is_decoded_again(monkeypatch):
+    """One window's decoding wrote "a" over 1.5-13 s (tiny.en gave up on the speech there):
+    that speech gets the second chance, its words land in the transcript, and "a" keeps only
+    the time a word can take. Before, "a" covered it all and it was never decoded again."""
+    audio = np.random.default_rng(0).normal(0, 0.1, 18 * 16000).astype(np.float32)
+    import deid_speech.asr.whisper as whisper
+
+    t = _looping_transcriber(lambda careful, dur: False, monkeypatch, batched=False)
+    t.options = replace(t.options, window_s=20.0, overlap_s=0.5)
+    monkeypatch.setattr(whisper, "speech_regions", lambda audio, options=None: [(0.0, 13.4)])
+
+    def decode(audio, prompt=None, fallback=False):
+        dur = len(audio) / 16000
+        t.calls.append(("careful", prompt, dur))
+        if dur > 12:  # the whole speech: one window
+            return [(" so", 1.0, 1.4, 0.9), (" a", 1.5, 13.0, 0.06), (" good", 13.0, 13.4, 0.1)], [(0.0, dur)]
+        return [(f" again{i}", 0.5 * i, 0.5 * i + 0.4, 0.9) for i in range(int(dur * 2))], [(0.0, dur)]
+
+    t._decode = decode
+    tr = t.transcribe(audio)
+    assert len(t.calls) == 2 and t.calls[1][2] == pytest.approx(10.05)  # the stretch (3.65-12.7 s) and 0.5 s either side
+    a = next(w for w in tr.words if w.text.strip() == "a")
+    assert a.end == pytest.approx(3.35)
+    again = [w for w in tr.words if w.text.strip().startswith("again")]
+    assert again and min(w.start for w in again) < 6.0 and max(w.end for w in again) > 12.0
 
 
 def test_an_unsure_window_is_decoded_again_when_asked(monkeypatch):

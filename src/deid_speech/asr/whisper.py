@@ -186,6 +186,38 @@ def cut_loops(words: list[RawWord]) -> list[RawWord]:
     return [w for w in words if w[3] != LOOPED]
 
 
+WORD_S = 1.5  # a word lasts at most this, plus WORD_SYMBOL_S for each letter or digit it writes
+WORD_SYMBOL_S = 0.35  # ("553247802174." read out digit by digit: 5.1 s, under its 5.7)
+UNCOVERED_MIN_S = 1.0  # speech no word covers, shorter than this, is not decoded again or beeped
+COVER_MARGIN_S = 0.3  # a word covers this much speech on either side of it
+
+
+def unstretched(words: list[RawWord], regions: list[tuple[float, float]],
+                min_speech: float = UNCOVERED_MIN_S) -> list[RawWord]:
+    """``words`` with each word that Whisper stretched over speech it skipped cut back to what
+    a word can last (:data:`WORD_S` + :data:`WORD_SYMBOL_S` per letter or digit) after its
+    start, where the rest holds at least ``min_speech`` s of speech (``regions``). When tiny.en
+    gives up on a stretch of fast telephone speech it writes a word or two and its word
+    timing stretches one of them over all of it ("a" over 46.5-56.8 s, a passport number and
+    two sentences under it; "filletino" over 19 s): the word covered speech that no word
+    was heard in, which the second chance (:func:`uncovered_speech`) then never decoded and
+    the redaction never beeped as unchecked, and a name found in the word was beeped for all
+    of its 19 s. A word stretched over a pause, or over too little speech for the second
+    chance to take (its margins, :data:`COVER_MARGIN_S`, off), is left as it is: its true
+    place may be at either end."""
+    from deid_speech.intervals import intersect
+
+    out = []
+    for w in words:
+        most = WORD_S + WORD_SYMBOL_S * max(1, sum(c.isalnum() for c in w[0]))
+        if w[2] - w[1] > most:
+            rest = intersect(regions, [(w[1] + most + COVER_MARGIN_S, w[2] - COVER_MARGIN_S)])
+            if sum(b - a for a, b in rest) >= min_speech:
+                w = (w[0], w[1], w[1] + most, w[3])
+        out.append(w)
+    return out
+
+
 _BLAS = None
 _DECODING = threading.Lock()  # one decoding at a time in the process (the sampler's seed is process-wide)
 
@@ -370,8 +402,8 @@ def speech_regions(audio: np.ndarray, options: VadOptions | None = None) -> list
 BLANK_JOIN_S = 2.0  # uncovered stretches that redact beeps: a pause shorter than this between two joins them
 
 
-def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, min_len: float = 1.0,
-                     margin: float = 0.3, regions: list[tuple[float, float]] | None = None,
+def uncovered_speech(audio: np.ndarray, sr: int, words: list[RawWord] | tuple, min_len: float = UNCOVERED_MIN_S,
+                     margin: float = COVER_MARGIN_S, regions: list[tuple[float, float]] | None = None,
                      join_s: float = 0.5) -> list[tuple[float, float]]:
     """Stretches of at least ``min_len`` s that the voice activity detector calls speech
     (``regions``; by default the shared Silero VAD's) but that no word (padded by
@@ -563,7 +595,7 @@ class Transcriber:
         # second chance for speech that no word covers (Whisper skipped it): decode the
         # stretch alone, with the words before it as the prompt, which tiny.en needs to
         # recognise a short isolated phrase (seen on the shipped example)
-        words.sort(key=lambda w: (w[1], w[2]))
+        words = sorted(unstretched(words, regions), key=lambda w: (w[1], w[2]))
         for a, b in uncovered_speech(audio, sr, words, regions=regions):
             if any(a < y and x < b for x, y in failed):
                 continue
@@ -579,7 +611,7 @@ class Transcriber:
         # a loop's words go last, after the second chance: its speech is left with no word,
         # and redact beeps it as unchecked (a loop is often a number the recogniser could
         # not read: decoded again, it came back as other words and leaked, test calls)
-        words = sorted(cut_loops(words), key=lambda w: (w[1], w[2]))
+        words = sorted(unstretched(cut_loops(words), regions), key=lambda w: (w[1], w[2]))
         segs.sort()
         return Transcript.from_words(words, segments=segs)
 
