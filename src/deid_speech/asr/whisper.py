@@ -15,7 +15,8 @@ CTranslate2 call (faster-whisper's batched pipeline: one pass per window, no tem
 fallback), greedily by default. Windows whose decoding loops are decoded again together
 with no 3-gram written twice, and one that still loops on its own with beam search and the
 words before it as the prompt; speech that no word covers afterwards is decoded again on
-its own the same way (:func:`uncovered_speech`).
+its own the same way (:func:`uncovered_speech`), and so is speech under a word that Whisper's
+word timing stretched far past what a word can last (:func:`unstretched`).
 """
 from __future__ import annotations
 
