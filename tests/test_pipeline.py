@@ -628,6 +628,75 @@ def test_in_process_verifier_models_are_held_one_at_a_time_on_a_long_call():
         assert events == expected
 
 
+def test_beside_decodes_pass_0_here_after_the_first_decoder_and_the_others_in_the_helper(monkeypatch):
+    """Three passes with a helper process: the helper gets passes 1 and 2 at once; pass 0 is
+    decoded in this process right after its own first decoding, before verify waits for the
+    helper's. What each pass found is redacted (only pass 1 hears the card). On a minute of
+    audio or more this process holds one model at a time: pass 0's weights wait until the
+    first decoder is done, and the first decoder's are let go while pass 0 decodes. From
+    HERE_MAX_S on, every pass goes to the helper."""
+    import deid_speech.pipeline as pipeline
+    from deid_speech.pipeline import Beside
+
+    events = []
+    card = " the card is four five three two one one five two eight eight zero four six seven one two"
+
+    class Model(SecondPassVerifier):
+        name = "A"
+
+        def release(self):
+            events.append("release A")
+
+        def recognize(self, audio, progress=None):
+            events.append("decode A")
+            return super().recognize(audio, progress)
+
+    class Done:
+        def __init__(self, k):
+            self.k = k
+
+        def result(self):
+            events.append(f"result {self.k}")
+            return Recognition(make_transcript(TEXT + (card if self.k == 1 else ""), word_dur=0.2, gap=0.05, t0=0.5))
+
+    class Helper:
+        name = "A,B"
+
+        def submit_passes(self, audio, seeds):
+            events.append(f"helper {seeds}")
+            return [Done(k) for k in seeds]
+
+        def close(self):
+            events.append("close")
+
+    class First(FakeAsr):
+        def transcribe(self, audio, progress=None):
+            events.append("first")
+            return super().transcribe(audio, progress)
+
+        def release(self):
+            events.append("release first")
+
+    monkeypatch.setattr(pipeline, "HERE_MAX_S", 70.0)
+    long = ["helper (1, 2)", "release A", "first", "release first", "decode A", "release A", "result 1", "result 2"]
+    longer = ["helper (0, 1, 2)", "release A", "first", "result 0", "result 1", "result 2"]
+    for seconds, expected in ((61, long), (8, ["helper (1, 2)", "first", "decode A", "result 1", "result 2"]),
+                              (71, longer)):
+        events.clear()
+        audio = (0.1 * np.sin(np.arange(seconds * 16000) / 7.0)).astype(np.float32)
+        here = Model()
+        r = Redactor(RedactConfig(verify=True, verifier="A,B"), asr=First(), detectors=[PatternDetector()],
+                     verifier=Beside(Helper(), {0: here}))
+        result = r.redact_tracks([(None, audio)], (float(seconds), 16000, 1))
+        assert events == expected
+        assert len(here.heard) == (0 if seconds > 70 else 1)
+        assert all(np.array_equal(h, audio) for h in here.heard)  # pass 0: the audio itself, undithered
+        assert sorted(s.label for s in result.spans) == ["CREDIT_CARD", "PHONE"]
+        assert result.verification["passes"] == 3 and result.verification["by"] == "A,B"
+        r.close()
+        assert events[-1] == "close"
+
+
 def test_verifier_models_by_pass_are_checked():
     one = RedactConfig(verifier="tiny.en-sg,base-sg", verify_passes=1)  # fewer passes than models: the first alone
     from deid_speech.pipeline import ByPass, _verifier

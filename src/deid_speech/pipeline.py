@@ -490,8 +490,106 @@ def _verifier(config: RedactConfig, cores: tuple[int, int] | None) -> Recognizer
                        for m in config.verifiers[:config.verify_passes]])
     from deid_speech.asr.helper import HelperTranscriber
 
-    return HelperTranscriber(tuple(AsrOptions.second_opinion(model=m, threads=cores[1])
-                                   for m in config.verifiers[:config.verify_passes]))  # a model no pass uses: not loaded
+    helper = HelperTranscriber(tuple(AsrOptions.second_opinion(model=m, threads=cores[1])
+                                     for m in config.verifiers[:config.verify_passes]))  # a model no pass uses: not loaded
+    if config.verify_passes < HERE_FROM_PASSES:
+        return helper
+    return Beside(helper, {0: _Lazy(AsrOptions.second_opinion(model=config.verifiers[0], threads=cores[0]))})
+
+
+class _Lazy:
+    """A Transcriber built when it first decodes, not before: this process holds the first
+    decoder's weights alone until a pass decodes here (:class:`Beside`)."""
+
+    def __init__(self, options):
+        self.options, self._built = options, None
+
+    def get(self):
+        """The Transcriber, built now if it was not."""
+        if self._built is None:
+            from deid_speech.asr.whisper import Transcriber
+
+            self._built = Transcriber(self.options)
+        return self._built
+
+    def recognize(self, audio, progress=None) -> Recognition:
+        return self.get().recognize(audio, progress)
+
+    def release(self) -> None:
+        if self._built is not None:
+            self._built.release()
+
+
+HERE_FROM_PASSES = 3  # with this many verifier passes or more, this process decodes pass 0 itself (Beside)
+HERE_MAX_S = 600.0  # ... on audio shorter than this; a longer call's passes all go to the helper
+
+
+class Beside:
+    """A verifier in a helper process (:class:`~deid_speech.asr.helper.HelperTranscriber`)
+    whose passes in ``here`` (pass number -> a recogniser of that pass's model) this process
+    decodes itself, after its own first decoding (:meth:`Redactor.verify` asks for them before
+    the helper's, and reads all passes in their order), on audio shorter than
+    :data:`HERE_MAX_S`. With three passes the helper's work was twice the first decoder's, and
+    this process's core sat idle for half the call: on the 108 s call tiny.en decodes in 9.9 s
+    on one core, the passes (tiny.en-sg, base-sg, tiny.en-sg, the last two dithered) in 5.9,
+    10.4 and 5.1 s; pass 0 here and passes 1-2 in the helper take 15.8 and 15.5 s. A pass
+    decodes the same words in either process (``tests/asr/test_helper.py``). The pass's model
+    is built when it first decodes (:class:`_Lazy`), and on audio of a minute or more the first
+    decoder's weights (``others``, set by the :class:`Redactor`) are let go while it decodes,
+    and its own after (:func:`~deid_speech.asr.whisper.let_go`). The two processes still hold
+    80-100 MB more than with every pass in the helper (the 108 s call: 768-788 MB against 685,
+    largest PSS), which a 21-minute stereo call, 6 MB under issue 20's 1 GB, cannot spare:
+    from :data:`HERE_MAX_S` on, every pass is the helper's, as before."""
+
+    def __init__(self, helper, here: dict):
+        self.helper, self.here = helper, dict(here)
+        self.name = helper.name
+        self.others: list = []
+
+    def share(self, audio):
+        share = getattr(self.helper, "share", None)  # a track in shared memory, for the helper to map
+        return share(audio) if callable(share) else audio
+
+    def submit_passes(self, audio, seeds: tuple[int, ...]) -> list:
+        from deid_speech.asr.whisper import let_go
+        from deid_speech.audio import MODEL_RATE
+
+        audio_s = len(audio) / MODEL_RATE
+        here = set(self.here) if audio_s < HERE_MAX_S else set()
+        there = [k for k in seeds if k not in here]
+        pending = iter(self.helper.submit_passes(audio, tuple(there)) if there else [])
+        let_go(list(self.here.values()), audio_s)  # the first decoder goes first (as in listen)
+        return [_Here(self, audio, k) if k in here else next(pending) for k in seeds]
+
+    def submit(self, audio):
+        return self.submit_passes(audio, (0,))[0]
+
+    def recognize(self, audio, progress=None) -> Recognition:
+        return self.submit(audio).result()
+
+    def close(self) -> None:
+        self.helper.close()
+
+
+class _Here:
+    """Pass ``k`` of a :class:`Beside` verifier, decoded in this process when its result is
+    first asked for (then kept)."""
+
+    def __init__(self, owner: Beside, mono, k: int):
+        self.owner, self.mono, self.k = owner, mono, k
+        self._result: Recognition | None = None
+
+    def result(self) -> Recognition:
+        from deid_speech.asr.whisper import let_go
+        from deid_speech.audio import MODEL_RATE
+
+        if self._result is None:
+            mine, audio_s = self.owner.here[self.k], len(self.mono) / MODEL_RATE
+            let_go(self.owner.others, audio_s)
+            get = getattr(mine, "get", None)  # a Transcriber reads a dithered track by slices (_Later)
+            self._result = _Later(get() if callable(get) else mine, self.mono, self.k).result()
+            let_go([mine], audio_s)
+        return self._result
 
 
 def verifier_transcriber(verifier: str, cache=None, **options) -> Recognizer:
@@ -591,6 +689,8 @@ class Redactor:
                 asr = Transcriber(AsrOptions.fast(model=config.asr_model, **threads) if config.fast_asr
                                   else AsrOptions(model=config.asr_model, **threads))
         self.asr = as_recognizer(asr)
+        if isinstance(self.verifier, Beside):
+            self.verifier.others = [asr]  # let go while a pass decodes here, on long audio
         with timing.stage("loading"):
             self.detectors = detectors if detectors is not None else build_all(self.system.detectors, config)
 
@@ -683,7 +783,11 @@ class Redactor:
         added: list[Span] = []
         passes: list[tuple[Transcript, list[Span]]] = []
         with timing.stage("verification", absorb=True):
-            for pending in heard if heard is not None else self.listen(mono):
+            heard = heard if heard is not None else self.listen(mono)
+            for pending in heard:  # the passes decoded here first, while the helper decodes its own
+                if isinstance(pending, _Here):
+                    pending.result()
+            for pending in heard:
                 regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
                 heard_k = pending.result().transcript
                 found = self.detect(heard_k)

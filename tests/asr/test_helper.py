@@ -80,7 +80,12 @@ def test_the_redaction_is_the_same_with_the_verifier_beside_or_after_the_first_d
     for beside in (True, False):
         r = Redactor(RedactConfig(verify_in_helper=beside))
         try:
-            assert (r.verifier.__class__.__name__ == "HelperTranscriber") is beside
+            if beside:  # three passes: pass 0 decoded here after the first decoder, 1 and 2 in the helper
+                assert type(r.verifier).__name__ == "Beside" and set(r.verifier.here) == {0}
+                assert r.verifier.here[0]._built is None  # built when pass 0 first decodes
+                assert type(r.verifier.helper).__name__ == "HelperTranscriber" and r.verifier.others == [r.asr]
+            else:
+                assert type(r.verifier).__name__ == "ByPass"
             result = r.redact_tracks([(None, clip)], (25.0, 16000, 1))
         finally:
             r.close()
