@@ -502,15 +502,18 @@ class _Lazy:
     decoder's weights alone until a pass decodes here (:class:`Beside`)."""
 
     def __init__(self, options):
-        self.options, self._built = options, None
+        import threading
+
+        self.options, self._built, self._lock = options, None, threading.Lock()
 
     def get(self):
-        """The Transcriber, built now if it was not."""
-        if self._built is None:
-            from deid_speech.asr.whisper import Transcriber
+        """The Transcriber, built now if it was not (once, whichever thread asks first)."""
+        with self._lock:
+            if self._built is None:
+                from deid_speech.asr.whisper import Transcriber
 
-            self._built = Transcriber(self.options)
-        return self._built
+                self._built = Transcriber(self.options)
+            return self._built
 
     def recognize(self, audio, progress=None) -> Recognition:
         return self.get().recognize(audio, progress)
