@@ -515,9 +515,6 @@ class _Lazy:
                 self._built = Transcriber(self.options)
             return self._built
 
-    def recognize(self, audio, progress=None) -> Recognition:
-        return self.get().recognize(audio, progress)
-
     def release(self) -> None:
         if self._built is not None:
             self._built.release()
@@ -589,8 +586,8 @@ class _Here:
         if self._result is None:
             mine, audio_s = self.owner.here[self.k], len(self.mono) / MODEL_RATE
             let_go(self.owner.others, audio_s)
-            get = getattr(mine, "get", None)  # a Transcriber reads a dithered track by slices (_Later)
-            self._result = _Later(get() if callable(get) else mine, self.mono, self.k).result()
+            # the Transcriber itself, which reads a dithered track by slices (_Later)
+            self._result = _Later(mine.get() if isinstance(mine, _Lazy) else mine, self.mono, self.k).result()
             let_go([mine], audio_s)
         return self._result
 

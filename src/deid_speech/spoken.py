@@ -19,6 +19,8 @@ DIGIT_WORDS = {
     "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
     "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
 }
+# a digit pair's second half after a tens word ("eighty six"; "eighty oh" is two numbers)
+UNIT_WORDS = frozenset(DIGIT_WORDS) - {"oh", "o", "zero"}
 # Whisper sometimes writes homophones for digits in running speech.
 DIGIT_HOMOPHONES = {"won": "1", "to": "2", "too": "2", "for": "4", "ate": "8", "nought": "0"}
 TEEN_WORDS = {
@@ -178,7 +180,7 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
             continue
         if t in TENS_WORDS:
             nxt = clean_token(tokens[i + 1]) if i + 1 < n else ""
-            if nxt in DIGIT_WORDS and nxt not in ("oh", "o", "zero") and not raw.endswith((",", ".")):
+            if nxt in UNIT_WORDS and not raw.endswith((",", ".")):
                 add(TENS_WORDS[t] + DIGIT_WORDS[nxt], i, False)
                 owner[-1] = i + 1
                 i += 2
