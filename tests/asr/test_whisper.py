@@ -796,3 +796,38 @@ def _planned_windows(t, audio):
 
     o = t.options
     return plan_windows(audio, [(0.0, len(audio) / 16000)], o.window_s, o.overlap_s, o.skip_silence_s)
+
+
+# the 40 words tiny.en wrote before the example's last window (its prompt in transcribe)
+_LAST_WINDOW_PROMPT = ("email. It is Jason Dot Lim at Yahoo dot com. I see a charge of $49 .90 on the 12th of "
+                       "March 2 times. I will reverse one. What? Thanks. Can add my card played. SKB 8 7 3 6")
+
+
+@pytest.mark.model
+def test_a_tail_shorter_than_tail_s_after_the_last_word_is_not_decoded_as_a_window_of_its_own(monkeypatch):
+    """faster-whisper seeks on from a decoding's last word: on the example's last window it ran
+    a whole encoder pass (and a decoding) for the 0.02 s left after it, which gave no word.
+    Now the decoding stops there, with the same words and segments."""
+    from deid_speech.asr import whisper
+    from deid_speech.asr.whisper import Transcriber, plan_windows, speech_regions
+    from deid_speech.audio import for_recognition, load
+
+    audio = for_recognition(load(EXAMPLE).mono16k())
+    t = Transcriber(AsrOptions())
+    o = t.options
+    last = plan_windows(audio, speech_regions(audio, o.vad), o.window_s, o.overlap_s, o.skip_silence_s)[-1]
+    clip = audio[int(last.clip[0] * 16000): int(last.clip[1] * 16000)]
+    passes = []
+    encode = t._model.encode
+    monkeypatch.setattr(t._model, "encode", lambda features: passes.append(1) or encode(features), raising=False)
+
+    monkeypatch.setattr(whisper, "TAIL_S", 0.0)  # as before: every tail decoded
+    before = t._decode(clip, _LAST_WINDOW_PROMPT, fallback=True)
+    assert len(passes) == 2  # the window, then its 0.02 s tail in a window of its own
+    assert clip.size / 16000 - before[0][-1][2] < 0.2
+
+    passes.clear()
+    monkeypatch.setattr(whisper, "TAIL_S", 0.2)
+    after = t._decode(clip, _LAST_WINDOW_PROMPT, fallback=True)
+    assert len(passes) == 1
+    assert after == before

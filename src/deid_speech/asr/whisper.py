@@ -16,7 +16,10 @@ fallback), greedily by default. Windows whose decoding loops are decoded again t
 with no 3-gram written twice, and one that still loops on its own with beam search and the
 words before it as the prompt; speech that no word covers afterwards is decoded again on
 its own the same way (:func:`uncovered_speech`), and so is speech under a word that Whisper's
-word timing stretched far past what a word can last (:func:`unstretched`).
+word timing stretched far past what a word can last (:func:`unstretched`). A decoding stops at
+a last word that ends less than ``TAIL_S`` before its audio does: faster-whisper would seek on
+and decode that sliver as a 30 s window of its own (an encoder pass each, about a sixth of
+tiny.en's time on the 108 s call), and such slivers gave no word.
 """
 from __future__ import annotations
 
@@ -120,6 +123,7 @@ PROMPT_WORDS = 40  # words before an uncovered stretch given as its prompt
 
 MAX_COMPRESSION = 2.4  # whisper's own threshold for a repetitive (hallucinated) decoding
 MAX_WORDS_PER_S = 6.0  # fast speech is ~4 words/s
+TAIL_S = 0.2  # audio left after a decoding's last word that is not decoded on its own (see _decode_unlocked)
 
 
 def hallucinated(words: list[RawWord], seconds: float) -> bool:
@@ -505,11 +509,18 @@ class Transcriber:
                 log_prob_threshold=o.logprob_threshold, clip_timestamps=clips or "0")
             words: list[RawWord] = []
             segs: list[tuple[float, float]] = []
+            end = min(clips[-1], len(audio) / MODEL_RATE) if clips else len(audio) / MODEL_RATE
             for s in segments:
                 if clips and s.compression_ratio > MAX_COMPRESSION:
                     continue  # seeking: a 30 s window that looped at every temperature
                 segs.append((s.start, s.end))
                 words.extend((w.word, w.start, w.end, w.probability) for w in (s.words or []))
+                if s.words and end - s.words[-1].end < TAIL_S:
+                    # faster-whisper seeks on from the last word's end: what is left would be
+                    # a 30 s window of its own (a whole encoder pass and a decoding) for under
+                    # TAIL_S of audio; none of the 51 such tails of tiny.en's windows on the dev
+                    # calls, dev-fast and dev utterances gave a word (docs/results.md §0au)
+                    break
             return words, segs
         import torch
 
