@@ -39,6 +39,24 @@ def test_normalizer_reads_spoken_forms(spoken, written):
     assert written in symbols(spoken)
 
 
+@pytest.mark.parametrize("spoken,pairs", [
+    ("eighty six", True),
+    ("eighty, six", False),
+    ("ninety. Six", False),
+    ("was it twenty? five", False),  # a question mark ends the pair too, as in cue_runs
+    ("twenty! five", False),
+    ("thirty- two", False),
+    ("eighty oh", False),  # "oh" is no unit: eighty, then zero
+])
+def test_a_tens_word_pairs_with_the_unit_after_it_unless_punctuation_ends_it(spoken, pairs):
+    from deid_speech.spoken import digit_pair
+
+    tens, unit = spoken.rsplit(" ", 1)
+    assert digit_pair(tens.split()[-1], unit) is pairs
+    digits = "".join(symbols(spoken))
+    assert (len(digits) == 2 and digits[1] != "0") is pairs
+
+
 def test_normalizer_maps_each_symbol_to_its_token():
     runs = normalize_tokens("my number is nine double eight 7".split())
     first, last, sym = runs[0]

@@ -75,6 +75,13 @@ def clean_token(tok: str) -> str:
 _CLITICS = frozenset({"", "re", "m", "s", "ll", "ve", "d", "t"})
 
 
+def digit_pair(tens: str, unit: str) -> bool:
+    """Whether a tens word and the token after it are one digit pair ("eighty six" -> 86): the
+    second is a :data:`UNIT_WORDS` word, and no punctuation ends the tens word ("eighty, six"
+    and "was it twenty? five" are two numbers)."""
+    return tens.strip()[-1:].isalpha() and clean_token(unit) in UNIT_WORDS
+
+
 def common_word(token: str, also: frozenset[str] = frozenset()) -> bool:
     """An everyday word ("one", "but", "you're", "the"): an English stop word (spaCy's list),
     a number word, or a word of ``also``, with any clitic after an apostrophe."""
@@ -179,9 +186,8 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
             i += 1
             continue
         if t in TENS_WORDS:
-            nxt = clean_token(tokens[i + 1]) if i + 1 < n else ""
-            if nxt in UNIT_WORDS and not raw.endswith((",", ".")):
-                add(TENS_WORDS[t] + DIGIT_WORDS[nxt], i, False)
+            if i + 1 < n and digit_pair(raw, tokens[i + 1]):
+                add(TENS_WORDS[t] + DIGIT_WORDS[clean_token(tokens[i + 1])], i, False)
                 owner[-1] = i + 1
                 i += 2
             else:

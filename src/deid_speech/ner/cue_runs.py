@@ -71,7 +71,7 @@ from deid_speech.ner.patterns import CUE_WORDS as _LABEL_CUE_WORDS
 from deid_speech.ner.patterns import CUES, MAIL_PROVIDERS, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
-from deid_speech.spoken import REPEAT_WORDS, TENS_WORDS, UNIT_WORDS, WEAK_WORDS, clean_token, token_symbols
+from deid_speech.spoken import REPEAT_WORDS, TENS_WORDS, WEAK_WORDS, clean_token, digit_pair, token_symbols
 from deid_speech.types import Span, Transcript, Word
 
 SCORE = 0.6
@@ -134,7 +134,7 @@ def _symbol(word: Word, nxt: Word | None = None) -> str | None:
     if sym is not None:
         return sym
     if t in TENS_WORDS:
-        pair = nxt is not None and word.text.strip()[-1:].isalpha() and clean_token(nxt.text) in UNIT_WORDS
+        pair = nxt is not None and digit_pair(word.text, nxt.text)
         return TENS_WORDS[t] if pair else None
     return HOMOPHONES.get(t)
 
