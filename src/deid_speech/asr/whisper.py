@@ -18,8 +18,8 @@ words before it as the prompt; speech that no word covers afterwards is decoded 
 its own the same way (:func:`uncovered_speech`), and so is speech under a word that Whisper's
 word timing stretched far past what a word can last (:func:`unstretched`). A decoding stops at
 a last word that ends less than ``TAIL_S`` before its audio does: faster-whisper would seek on
-and decode that sliver as a 30 s window of its own (an encoder pass each, about a sixth of
-tiny.en's time on the 108 s call), and such slivers gave no word.
+and decode that sliver as a 30 s window of its own (an encoder pass and a decoding each: a fifth
+of tiny.en's time on the 108 s call), and no such sliver on the dev part gave a word.
 """
 from __future__ import annotations
 
