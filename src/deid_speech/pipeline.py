@@ -537,7 +537,7 @@ class Beside:
     is built when it first decodes (:class:`_Lazy`), and on audio of a minute or more the first
     decoder's weights (``others``, set by the :class:`Redactor`) are let go while it decodes,
     and its own after (:func:`~deid_speech.asr.whisper.let_go`). The two processes still hold
-    80-100 MB more than with every pass in the helper (the 108 s call: 768-788 MB against 685,
+    80-100 MB more than with every pass in the helper (the 108 s call: 768-790 MB against 685-689,
     largest PSS), which a 21-minute stereo call, 6 MB under issue 20's 1 GB, cannot spare:
     from :data:`HERE_MAX_S` on, every pass is the helper's, as before."""
 

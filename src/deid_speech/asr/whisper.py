@@ -509,7 +509,8 @@ class Transcriber:
                 log_prob_threshold=o.logprob_threshold, clip_timestamps=clips or "0")
             words: list[RawWord] = []
             segs: list[tuple[float, float]] = []
-            end = min(clips[-1], len(audio) / MODEL_RATE) if clips else len(audio) / MODEL_RATE
+            total = len(audio) / MODEL_RATE
+            end = min(clips[-1], total) if clips else total  # faster-whisper stops at the shorter
             for s in segments:
                 if clips and s.compression_ratio > MAX_COMPRESSION:
                     continue  # seeking: a 30 s window that looped at every temperature
