@@ -628,13 +628,16 @@ def test_in_process_verifier_models_are_held_one_at_a_time_on_a_long_call():
         assert events == expected
 
 
-def test_beside_decodes_pass_0_here_after_the_first_decoder_and_the_others_in_the_helper(monkeypatch):
-    """Three passes with a helper process: the helper gets passes 1 and 2 at once; pass 0 is
-    decoded in this process right after its own first decoding, before verify waits for the
-    helper's. What each pass found is redacted (only pass 1 hears the card). On a minute of
-    audio or more this process holds one model at a time: pass 0's weights wait until the
-    first decoder is done, and the first decoder's are let go while pass 0 decodes. From
-    HERE_MAX_S on, every pass goes to the helper."""
+def test_beside_takes_back_the_passes_the_helper_has_not_begun_the_last_queued_first(monkeypatch):
+    """Three passes with a helper process: the helper gets all three at once, its own model's
+    pass first and this process's model's after, the undithered pass 0 last (1, 2, 0). Once its
+    own first decoding is done, this process takes back those of its passes that the helper has
+    not begun, the last queued first, and stops at the first it cannot take; what the helper
+    keeps is read from it. Whichever process decodes a pass, what each pass found is redacted
+    (only pass 1 hears the card). On a minute of audio or more this process holds one model at
+    a time: its pass model's weights wait until the first decoder is done, and the first
+    decoder's are let go while a pass decodes here. From TAKE_BACK_MAX_S of a file's audio on
+    (its channels so far), the passes queue in their order and nothing is taken back."""
     import deid_speech.pipeline as pipeline
     from deid_speech.pipeline import Beside
 
@@ -649,11 +652,16 @@ def test_beside_decodes_pass_0_here_after_the_first_decoder_and_the_others_in_th
 
         def recognize(self, audio, progress=None):
             events.append("decode A")
-            return super().recognize(audio, progress)
+            self.heard.append(np.asarray(audio[:]).copy())
+            return Recognition(make_transcript(TEXT, word_dur=0.2, gap=0.05, t0=0.5))
 
     class Done:
-        def __init__(self, k):
-            self.k = k
+        def __init__(self, k, begun):
+            self.k, self.begun = k, begun
+
+        def claim(self):
+            events.append(f"claim {self.k}")
+            return self.k not in self.begun
 
         def result(self):
             events.append(f"result {self.k}")
@@ -662,9 +670,12 @@ def test_beside_decodes_pass_0_here_after_the_first_decoder_and_the_others_in_th
     class Helper:
         name = "A,B"
 
+        def __init__(self, begun):
+            self.begun = begun
+
         def submit_passes(self, audio, seeds):
             events.append(f"helper {seeds}")
-            return [Done(k) for k in seeds]
+            return [Done(k, self.begun) for k in seeds]
 
         def close(self):
             events.append("close")
@@ -677,24 +688,38 @@ def test_beside_decodes_pass_0_here_after_the_first_decoder_and_the_others_in_th
         def release(self):
             events.append("release first")
 
-    monkeypatch.setattr(pipeline, "HERE_MAX_S", 70.0)
-    long = ["helper (1, 2)", "release A", "first", "release first", "decode A", "release A", "result 1", "result 2"]
-    longer = ["helper (0, 1, 2)", "release A", "first", "result 0", "result 1", "result 2"]
-    for seconds, expected in ((61, long), (8, ["helper (1, 2)", "first", "decode A", "result 1", "result 2"]),
-                              (71, longer)):
+    here = ["release first", "decode A", "release A"]  # a minute or more: one model at a time
+    cases = [  # seconds, passes the helper had begun, events, passes decoded here
+        (61, {1, 2}, ["helper (1, 2, 0)", "release A", "first", "claim 0", *here, "claim 2", "result 1", "result 2"], [0]),
+        (8, {1, 2}, ["helper (1, 2, 0)", "first", "claim 0", "decode A", "claim 2", "result 1", "result 2"], [0]),
+        (61, {0, 1, 2}, ["helper (1, 2, 0)", "release A", "first", "claim 0", "result 0", "result 1", "result 2"], []),
+        (61, {1}, ["helper (1, 2, 0)", "release A", "first", "claim 0", *here, "claim 2", *here, "result 1"], [0, 2]),
+        (71, set(), ["helper (0, 1, 2)", "release A", "first", "result 0", "result 1", "result 2"], []),  # too long
+    ]
+    monkeypatch.setattr(pipeline, "TAKE_BACK_MAX_S", 70.0)
+    for seconds, begun, expected, decoded_here in cases:
         events.clear()
         audio = (0.1 * np.sin(np.arange(seconds * 16000) / 7.0)).astype(np.float32)
-        here = Model()
+        mine = Model()
         r = Redactor(RedactConfig(verify=True, verifier="A,B"), asr=First(), detectors=[PatternDetector()],
-                     verifier=Beside(Helper(), {0: here}))
+                     verifier=Beside(Helper(begun), {0: mine, 2: mine}))
         result = r.redact_tracks([(None, audio)], (float(seconds), 16000, 1))
         assert events == expected
-        assert len(here.heard) == (0 if seconds > 70 else 1)
-        assert all(np.array_equal(h, audio) for h in here.heard)  # pass 0: the audio itself, undithered
+        assert len(mine.heard) == len(decoded_here)
+        for k, heard in zip(decoded_here, mine.heard):  # pass 0 hears the audio itself, pass 2 it dithered
+            assert np.array_equal(heard, audio) == (k == 0) and np.abs(heard - audio).max() < 1e-3
         assert sorted(s.label for s in result.spans) == ["CREDIT_CARD", "PHONE"]
         assert result.verification["passes"] == 3 and result.verification["by"] == "A,B"
         r.close()
         assert events[-1] == "close"
+    # two channels of 40 s: the second brings the file's audio to 80 s, so nothing of it is taken back
+    events.clear()
+    audio = (0.1 * np.sin(np.arange(40 * 16000) / 7.0)).astype(np.float32)
+    r = Redactor(RedactConfig(verify=True, verifier="A,B"), asr=First(), detectors=[PatternDetector()],
+                 verifier=Beside(Helper({1, 2}), {0: Model(), 2: Model()}))
+    r.redact_tracks([(0, audio), (1, audio * 0.5)], (40.0, 16000, 2))
+    assert events == ["helper (1, 2, 0)", "first", "claim 0", "decode A", "claim 2", "result 1", "result 2",
+                      "helper (0, 1, 2)", "first", "result 0", "result 1", "result 2"]
 
 
 def test_verifier_models_by_pass_are_checked():

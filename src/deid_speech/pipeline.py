@@ -494,7 +494,9 @@ def _verifier(config: RedactConfig, cores: tuple[int, int] | None) -> Recognizer
                                      for m in config.verifiers[:config.verify_passes]))  # a model no pass uses: not loaded
     if config.verify_passes < HERE_FROM_PASSES:
         return helper
-    return Beside(helper, {0: _Lazy(AsrOptions.second_opinion(model=config.verifiers[0], threads=cores[0]))})
+    models = config.verifiers[:config.verify_passes]
+    mine = _Lazy(AsrOptions.second_opinion(model=models[0], threads=cores[0]))  # one model here: the first's
+    return Beside(helper, {k: mine for k in range(config.verify_passes) if models[k % len(models)] == models[0]})
 
 
 class _Lazy:
@@ -520,29 +522,37 @@ class _Lazy:
             self._built.release()
 
 
-HERE_FROM_PASSES = 3  # with this many verifier passes or more, this process decodes pass 0 itself (Beside)
-HERE_MAX_S = 600.0  # ... on audio shorter than this; a longer call's passes all go to the helper
+HERE_FROM_PASSES = 3  # with this many verifier passes or more, this process takes passes back (Beside)
+# ... while the file's channels decoded so far, this one included, are shorter than this: this process
+# holds the earlier channels' results beside the pass. The 21.4-minute stereo call held 1031 MB with a
+# pass taken back on its second channel, against 975 MB without (largest PSS; issue 20 asks for under
+# 1 GB); its 16 kHz mono twin 909 MB with one taken back (docs/results.md §0av)
+TAKE_BACK_MAX_S = 22 * 60.0
 
 
 class Beside:
     """A verifier in a helper process (:class:`~deid_speech.asr.helper.HelperTranscriber`)
-    whose passes in ``here`` (pass number -> a recogniser of that pass's model) this process
-    decodes itself, after its own first decoding (:meth:`Redactor.verify` asks for them before
-    the helper's, and reads all passes in their order), on audio shorter than
-    :data:`HERE_MAX_S`. With three passes the helper's work was twice the first decoder's, and
-    this process's core sat idle for half the call: on the 108 s call tiny.en decodes in 9.9 s
-    on one core, the passes (tiny.en-sg, base-sg, tiny.en-sg, the last two dithered) in 5.9,
-    10.4 and 5.1 s; pass 0 here and passes 1-2 in the helper take 15.8 and 15.5 s. A pass
-    decodes the same words in either process (``tests/asr/test_helper.py``). The pass's model
-    is built when it first decodes (:class:`_Lazy`), and on audio of a minute or more the first
-    decoder's weights (``others``, set by the :class:`Redactor`) are let go while it decodes,
-    and its own after (:func:`~deid_speech.asr.whisper.let_go`). The two processes still hold
-    80-100 MB more than with every pass in the helper (the 108 s call: 768-790 MB against 685-689,
-    largest PSS), which a 21-minute stereo call, 6 MB under issue 20's 1 GB, cannot spare:
-    from :data:`HERE_MAX_S` on, every pass is the helper's, as before."""
+    that gets every pass, of which this process takes back those in ``mine`` (pass number ->
+    a recogniser of that pass's model) that the helper has not begun by the time this
+    process's own first decoding is done (:meth:`take_back`;
+    :meth:`~deid_speech.asr.helper.Pending.claim`), and decodes them itself. The helper
+    queues its own model's passes first and this process's after, the undithered pass 0
+    last (1, 2, 0 for three passes), so this process takes pass 0 back first (on the
+    21-minute stereo call both processes held 65 MB less at once than with pass 2 taken
+    back, docs/results.md §0av). With three passes the helper's work is twice the first decoder's: on the 108 s call tiny.en
+    decodes in 9.9 s on one core, the passes (tiny.en-sg, base-sg, tiny.en-sg, the last two
+    dithered) in 5.9, 10.4 and 5.1 s. A pass decodes the same words in either process
+    (``tests/asr/test_helper.py``), and :meth:`Redactor.verify` reads the passes in their
+    order, so which process decoded a pass changes no redaction. The pass's model is built
+    when it first decodes (:class:`_Lazy`), and on audio of a minute or more the first
+    decoder's weights (``others``, set by the :class:`Redactor`) are let go while it
+    decodes, and its own after (:func:`~deid_speech.asr.whisper.let_go`). A pass taken back
+    costs memory while it decodes, a second model's weights and buffers in this process: from
+    :data:`TAKE_BACK_MAX_S` of a file's audio on, the passes queue in their order and stay the
+    helper's (:meth:`Redactor.redact_tracks`; docs/results.md §0av)."""
 
-    def __init__(self, helper, here: dict):
-        self.helper, self.here = helper, dict(here)
+    def __init__(self, helper, mine: dict):
+        self.helper, self.mine = helper, dict(mine)
         self.name = helper.name
         self.others: list = []
 
@@ -550,16 +560,27 @@ class Beside:
         share = getattr(self.helper, "share", None)  # a track in shared memory, for the helper to map
         return share(audio) if callable(share) else audio
 
-    def submit_passes(self, audio, seeds: tuple[int, ...]) -> list:
+    def submit_passes(self, audio, seeds: tuple[int, ...], take_back: bool = True) -> list:
+        """The helper's handles of passes ``seeds``; with ``take_back``, those of this process's
+        model wrapped so that :meth:`take_back` can decode them here. Without, the passes
+        queue in their order and stay the helper's."""
         from deid_speech.asr.whisper import let_go
         from deid_speech.audio import MODEL_RATE
 
-        audio_s = len(audio) / MODEL_RATE
-        here = set(self.here) if audio_s < HERE_MAX_S else set()
-        there = [k for k in seeds if k not in here]
-        pending = iter(self.helper.submit_passes(audio, tuple(there)) if there else [])
-        let_go(list(self.here.values()), audio_s)  # the first decoder goes first (as in listen)
-        return [_Here(self, audio, k) if k in here else next(pending) for k in seeds]
+        seeds, mine = tuple(seeds), (self.mine if take_back else {})
+        # the helper's queue: its own passes first, then this process's, pass 0 (undithered) last
+        order = [k for k in seeds if k not in mine] + sorted((k for k in seeds if k in mine), reverse=True)
+        queued = dict(zip(order, self.helper.submit_passes(audio, tuple(order))))
+        let_go(list({id(m): m for m in self.mine.values()}.values()), len(audio) / MODEL_RATE)  # the first decoder goes first
+        return [_Claimable(self, audio, k, queued[k], order.index(k)) if k in mine else queued[k] for k in seeds]
+
+    @staticmethod
+    def take_back(heard: list) -> None:
+        """This process, free now, decodes the passes of ``heard`` the helper has not begun, the
+        last queued first, until one has begun (the helper begins them in their queue's order)."""
+        for pending in sorted((p for p in heard if isinstance(p, _Claimable)), key=lambda p: -p.queued):
+            if not pending.take():
+                return
 
     def submit(self, audio):
         return self.submit_passes(audio, (0,))[0]
@@ -571,25 +592,33 @@ class Beside:
         self.helper.close()
 
 
-class _Here:
-    """Pass ``k`` of a :class:`Beside` verifier, decoded in this process when its result is
-    first asked for (then kept)."""
+class _Claimable:
+    """Pass ``k`` of a :class:`Beside` verifier, sent to the helper (``pending``), which this
+    process decodes itself instead if :meth:`take` finds the helper has not begun it."""
 
-    def __init__(self, owner: Beside, mono, k: int):
-        self.owner, self.mono, self.k = owner, mono, k
+    def __init__(self, owner: Beside, mono, k: int, pending, queued: int):
+        self.owner, self.mono, self.k, self.pending, self.queued = owner, mono, k, pending, queued
         self._result: Recognition | None = None
 
-    def result(self) -> Recognition:
+    def take(self) -> bool:
+        """Take this pass back from the helper and decode it here, if the helper has not begun
+        it: True if this process decoded it."""
         from deid_speech.asr.whisper import let_go
         from deid_speech.audio import MODEL_RATE
 
         if self._result is None:
-            mine, audio_s = self.owner.here[self.k], len(self.mono) / MODEL_RATE
+            claim = getattr(self.pending, "claim", None)
+            if not (callable(claim) and claim()):
+                return False
+            mine, audio_s = self.owner.mine[self.k], len(self.mono) / MODEL_RATE
             let_go(self.owner.others, audio_s)
             # the Transcriber itself, which reads a dithered track by slices (_Later)
             self._result = _Later(mine.get() if isinstance(mine, _Lazy) else mine, self.mono, self.k).result()
             let_go([mine], audio_s)
-        return self._result
+        return True
+
+    def result(self) -> Recognition:
+        return self._result if self._result is not None else self.pending.result()
 
 
 def verifier_transcriber(verifier: str, cache=None, **options) -> Recognizer:
@@ -730,12 +759,15 @@ class Redactor:
         rec = self.asr.recognize(mono, progress=progress)
         return rec.transcript, self.detect(rec.transcript, rec.spans)
 
-    def listen(self, mono) -> list:
+    def listen(self, mono, take_back: bool = True) -> list:
         """Start the verifier's decodings of ``mono``, one per pass (pass k > 0 hears it with
         the dither of seed k): handles whose ``result()`` is the Recognition. A verifier in a
-        helper process starts at once and decodes while this process does its own; one in
-        this process decodes when :meth:`verify` asks for the result."""
+        helper process starts at once and decodes while this process does its own (with
+        ``take_back``, this process may take some back: :class:`Beside`); one in this process
+        decodes when :meth:`verify` asks for the result."""
         passes = range(self.config.verify_passes)
+        if isinstance(self.verifier, Beside):
+            return self.verifier.submit_passes(mono, tuple(passes), take_back=take_back)
         submit = getattr(self.verifier, "submit_passes", None)
         if submit is None:
             from deid_speech.asr.whisper import let_go
@@ -765,6 +797,8 @@ class Redactor:
         dither drawn from seed k (:func:`deid_speech.audio.dither`), so the same audio always
         gets the same redaction, and what one decoding missed another may catch (§0r).
         ``heard``: the handles of :meth:`listen`, when it was called before the first decoding.
+        This process first decodes itself the passes of a :class:`Beside` verifier that the
+        helper has not begun (:meth:`Beside.take_back`), then reads them all in their order.
 
         The passes also overrule the first decoder (:func:`refuted`): a span of ``spans`` that
         no pass found anything in, where every pass heard plain words it was sure of, is
@@ -784,9 +818,8 @@ class Redactor:
         passes: list[tuple[Transcript, list[Span]]] = []
         with timing.stage("verification", absorb=True):
             heard = heard if heard is not None else self.listen(mono)
-            for pending in heard:  # the passes decoded here first, while the helper decodes its own
-                if isinstance(pending, _Here):
-                    pending.result()
+            if isinstance(self.verifier, Beside):
+                self.verifier.take_back(heard)
             for pending in heard:
                 regions = union([(a, b) for a, b, _ in redaction_regions(spans + added, self.config.redact)])
                 heard_k = pending.result().transcript
@@ -824,16 +857,20 @@ class Redactor:
         """What :meth:`redact` finds, from the 16 kHz tracks alone (no audio written:
         ``audio`` is None); ``source``: the input's duration, rate and channel count."""
         from deid_speech import timing
+        from deid_speech.audio import MODEL_RATE
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
         added_total, refuted_total, agreed_total, trimmed_total, uncovered = 0, 0, 0, 0, []
+        decoded_s = 0.0  # the channels' audio so far: passes are taken back from the helper below TAKE_BACK_MAX_S
         for channel, mono in _timed(tracks):
             with timing.stage("reading"):
                 mono = for_recognition(mono)  # quiet speech is raised, not skipped
                 if callable(share := getattr(self.verifier, "share", None)):
                     mono = share(mono)  # a helper maps these pages rather than copy them (asr/helper.py)
-            heard = self.listen(mono) if self.verifier is not None else None  # a helper starts now
+            decoded_s += len(mono) / MODEL_RATE
+            # a helper starts now
+            heard = self.listen(mono, take_back=decoded_s < TAKE_BACK_MAX_S) if self.verifier is not None else None
             transcript, spans = self.recognize(mono, progress)
             with timing.stage("vad"):
                 uncovered += unchecked_speech(mono, transcript.words)

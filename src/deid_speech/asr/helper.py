@@ -100,6 +100,7 @@ class Pending:
     def __init__(self, helper: HelperTranscriber, seq: int):
         self._helper, self._seq = helper, seq
         self._outcome: tuple[str, object] | None = None
+        self.taken = False  # claimed: this process decodes it
 
     def result(self):
         if self._outcome is None:
@@ -108,6 +109,15 @@ class Pending:
         if status != "ok":
             raise DeidError(value)
         return value
+
+    def claim(self) -> bool:
+        """Take this decoding back from the helper, if it has not begun it: True, and the
+        helper will not decode it (its ``result()`` is then an error: the caller decodes it
+        itself, and asked again, True again); False if the helper has begun it (or decoded it,
+        or cannot be asked)."""
+        if self._outcome is None and self._helper._claim(self._seq):
+            self.taken, self._outcome = True, ("error", "this decoding was taken back from the helper")
+        return self.taken
 
     def __del__(self):
         if self._outcome is None:
@@ -199,6 +209,8 @@ class HelperTranscriber:
                     return "error", f"the helper process decoding with {self.name} stopped"
                 self._received += 1
                 self.skipped += got[0] == "skipped"
+                if got[0] == "claimed":  # this process decodes it (_claim): nobody asks for it here
+                    continue
                 if self._received in self._abandoned:
                     self._abandoned.discard(self._received)
                 else:
@@ -218,6 +230,20 @@ class HelperTranscriber:
                     pass  # the helper is gone: nothing to skip
                 finally:
                     self._write.release()
+
+    def _claim(self, seq: int) -> bool:
+        """Ask the helper to leave decoding ``seq`` to this process: it answers on the socket,
+        at once, whether it had begun it. A helper that cannot answer (no socket, or gone)
+        keeps it."""
+        if self._sock is None or seq <= self._received:
+            return False
+        with self._write:
+            try:
+                self._send_cancels()
+                self._send(("claim", seq))
+                return self._sock.recv(1) == b"1"  # the helper writes ("claimed", None) in its place
+            except (DeidError, OSError):
+                return False
 
     def _send_cancels(self) -> None:
         if self._cancel:
@@ -267,7 +293,9 @@ def main() -> None:
     (:class:`ResultWriter`) fills stdout, so a decoding never waits for the parent to read the
     result before it. A decoding the parent abandoned (``("cancel", seqs)``: its file failed
     first) and the passes after a failed pass of the same audio (the file fails at that pass)
-    are not decoded: ``("skipped", one line)``."""
+    are not decoded: ``("skipped", one line)``. Nor is one the parent claimed before it began
+    (``("claim", seq)``, answered at once with one byte on the socket, ``1`` if taken):
+    ``("claimed", None)``."""
     import queue
     import signal
     import sys
@@ -279,6 +307,9 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1])) if len(sys.argv) > 1 else None  # shared tracks' memfds
     requests: queue.Queue = queue.Queue()
     cancelled: set[int] = set()  # numbers of decodings (1, 2, ... in the order sent) not to run
+    claimed: set[int] = set()  # ... of those, the ones the parent decodes itself
+    began = [0]  # the number of the last decoding begun
+    turn = threading.Lock()  # a claim and the start of a decoding: one at a time
 
     def read() -> None:
         while True:
@@ -291,8 +322,18 @@ def main() -> None:
             except Exception:  # EOF: the parent is done (or gone between a descriptor and its request)
                 requests.put(None)
                 return
-            if isinstance(request[0], str):  # ("cancel", seqs)
-                cancelled.update(request[1])
+            if isinstance(request[0], str) and request[0] == "claim":  # ("claim", seq): answered at once
+                with turn:
+                    taken = request[1] > began[0] and request[1] not in cancelled
+                    if taken:
+                        claimed.add(request[1])
+                try:
+                    sock.sendall(b"1" if taken else b"0")
+                except OSError:  # the parent is gone
+                    pass
+            elif isinstance(request[0], str):  # ("cancel", seqs)
+                with turn:
+                    cancelled.update(request[1])
             else:
                 requests.put(request)
             del request  # not held here while the next request is awaited: the decoding loop lets go of it
@@ -315,8 +356,14 @@ def main() -> None:
                 if results.broken.is_set():  # nobody reads any more: decode nothing for nobody
                     return
                 seq += 1
-                if seq in cancelled or failed:
+                with turn:
+                    began[0] = seq
+                    skip, taken = seq in cancelled, seq in claimed
                     cancelled.discard(seq)
+                    claimed.discard(seq)
+                if taken:
+                    result = ("claimed", None)
+                elif skip or failed:
                     result = ("skipped", failed or "abandoned")
                 else:
                     asr = take_turn(asrs, k, len(audio) / MODEL_RATE) if asrs else None  # one model held on long audio
