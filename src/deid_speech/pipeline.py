@@ -538,11 +538,12 @@ class Beside:
     :meth:`~deid_speech.asr.helper.Pending.claim`), and decodes them itself. The helper
     queues its own model's passes first and this process's after, the undithered pass 0
     last (1, 2, 0 for three passes), so this process takes pass 0 back first (on the
-    21-minute stereo call both processes held 65 MB less at once than with pass 2 taken
-    back, docs/results.md §0av). With three passes the helper's work is twice the first decoder's: on the 108 s call tiny.en
-    decodes in 9.9 s on one core, the passes (tiny.en-sg, base-sg, tiny.en-sg, the last two
-    dithered) in 5.9, 10.4 and 5.1 s. A pass decodes the same words in either process
-    (``tests/asr/test_helper.py``), and :meth:`Redactor.verify` reads the passes in their
+    21-minute stereo call both processes held 40-65 MB less at once than with pass 2 taken
+    back, docs/results.md §0av). With three passes the helper's work is twice the first
+    decoder's: on the 108 s call tiny.en decodes in 9.9 s on one core, the passes
+    (tiny.en-sg, base-sg, tiny.en-sg, the last two dithered) in 5.9, 10.4 and 5.1 s. A pass
+    decodes the same words in either process (``tests/asr/test_helper.py``), and
+    :meth:`Redactor.verify` reads the passes in their
     order, so which process decoded a pass changes no redaction. The pass's model is built
     when it first decodes (:class:`_Lazy`), and on audio of a minute or more the first
     decoder's weights (``others``, set by the :class:`Redactor`) are let go while it
