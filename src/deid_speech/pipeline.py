@@ -543,11 +543,11 @@ class Beside:
     decoder's: on the 108 s call tiny.en decodes in 9.9 s on one core, the passes
     (tiny.en-sg, base-sg, tiny.en-sg, the last two dithered) in 5.9, 10.4 and 5.1 s. A pass
     decodes the same words in either process (``tests/asr/test_helper.py``), and
-    :meth:`Redactor.verify` reads the passes in their
-    order, so which process decoded a pass changes no redaction. The pass's model is built
-    when it first decodes (:class:`_Lazy`), and on audio of a minute or more the first
-    decoder's weights (``others``, set by the :class:`Redactor`) are let go while it
-    decodes, and its own after (:func:`~deid_speech.asr.whisper.let_go`). A pass taken back
+    :meth:`Redactor.verify` reads the passes in their order, so which process decoded a pass
+    changes no redaction. The pass's model is built when it first decodes (:class:`_Lazy`),
+    and on audio of a minute or more the first decoder's weights (``others``, set by the
+    :class:`Redactor`) are let go while it decodes, and its own after
+    (:func:`~deid_speech.asr.whisper.let_go`). A pass taken back
     costs memory while it decodes, a second model's weights and buffers in this process: from
     :data:`TAKE_BACK_MAX_S` of a file's audio on, the passes queue in their order and stay the
     helper's (:meth:`Redactor.redact_tracks`; docs/results.md §0av)."""

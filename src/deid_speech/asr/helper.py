@@ -308,7 +308,7 @@ def main() -> None:
     requests: queue.Queue = queue.Queue()
     cancelled: set[int] = set()  # numbers of decodings (1, 2, ... in the order sent) not to run
     claimed: set[int] = set()  # ... of those, the ones the parent decodes itself
-    began = [0]  # the number of the last decoding begun
+    seq = 0  # the number of the last decoding begun (or skipped): a claim reads it under turn
     turn = threading.Lock()  # a claim and the start of a decoding: one at a time
 
     def read() -> None:
@@ -324,7 +324,7 @@ def main() -> None:
                 return
             if isinstance(request[0], str) and request[0] == "claim":  # ("claim", seq): answered at once
                 with turn:
-                    taken = request[1] > began[0] and request[1] not in cancelled
+                    taken = request[1] > seq and request[1] not in cancelled
                     if taken:
                         claimed.add(request[1])
                 try:
@@ -346,7 +346,6 @@ def main() -> None:
         asrs, error = [Transcriber(o) for o in options], None
     except Exception as e:
         asrs, error = [], str(e) if isinstance(e, DeidError) else f"{type(e).__name__}: {e}"
-    seq = 0
     results = ResultWriter(out)
     try:
         while (request := requests.get()) is not None:
@@ -355,9 +354,8 @@ def main() -> None:
             for k in seeds:
                 if results.broken.is_set():  # nobody reads any more: decode nothing for nobody
                     return
-                seq += 1
                 with turn:
-                    began[0] = seq
+                    seq += 1
                     skip, taken = seq in cancelled, seq in claimed
                     cancelled.discard(seq)
                     claimed.discard(seq)
