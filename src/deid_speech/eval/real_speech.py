@@ -347,15 +347,13 @@ def _samples(tar: tarfile.TarFile, rec: Recording) -> np.ndarray:
 
 def on_the_phone(x: np.ndarray, rec_id: str) -> tuple[np.ndarray, dict]:
     """16 kHz ``x`` through pink noise at 10-20 dB SNR and the phone line (the benchmark's
-    telephone channel, :class:`~deid_speech.tts.channel.AugmentSpec`), drawn from ``rec_id``;
-    the audio (same length) and the augmentation as a dict."""
+    telephone channel, :meth:`~deid_speech.tts.channel.AugmentSpec.phone_call`), drawn from
+    ``rec_id``; the audio (same length) and the augmentation as a dict."""
     import zlib
 
     from deid_speech.tts.channel import AugmentSpec
 
-    rng = np.random.default_rng(zlib.crc32(rec_id.encode()))
-    spec = AugmentSpec(snr_db=round(float(rng.uniform(10, 20)), 1), noise="pink", telephone=True,
-                       noise_seed=int(rng.integers(2**31)))
+    spec = AugmentSpec.phone_call(np.random.default_rng(zlib.crc32(rec_id.encode())))
     y, _ = spec.apply(np.asarray(x, dtype=np.float32))
     return y[: len(x)], spec.to_dict()
 

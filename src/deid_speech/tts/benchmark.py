@@ -140,9 +140,7 @@ def build_calls(part: str, out: Path, seed: int, source: Path = SOURCE) -> dict:
             audio, truth = voice_call(read_call(path), synths, rng, with_words=True)
             # one channel for the whole call: every other call on the phone line, with noise
             gain = round(float(rng.uniform(-6, 3)), 1)
-            spec = AugmentSpec(snr_db=round(float(rng.uniform(10, 20)), 1), noise="pink", telephone=True,
-                               gain_db=gain, noise_seed=int(rng.integers(2**31))) \
-                if k % 2 or part in CALLS_AGAIN else AugmentSpec(gain_db=gain)
+            spec = AugmentSpec.phone_call(rng, gain) if k % 2 or part in CALLS_AGAIN else AugmentSpec(gain_db=gain)
             audio, _ = spec.apply(normalize_loudness(audio))  # no speed change: times stay
             rel = f"audio/{cid}.flac"
             save(Audio(audio[:, None], TARGET_SR, "FLAC", "PCM_16"), out / rel)

@@ -329,6 +329,13 @@ class AugmentSpec:
                    noise="pink" if noisy and pink else "white", telephone=phone,
                    gain_db=gain, noise_seed=seed if noisy else 0)
 
+    @classmethod
+    def phone_call(cls, rng: np.random.Generator, gain_db: float = 0.0) -> AugmentSpec:
+        """The unseen-voice benchmark's telephone calls' channel: pink noise at 10-20 dB SNR
+        (drawn from ``rng``, then the noise's seed), then the 8 kHz phone line."""
+        return cls(snr_db=round(float(rng.uniform(10, 20)), 1), noise="pink", telephone=True,
+                   gain_db=gain_db, noise_seed=int(rng.integers(2**31)))
+
     def apply(self, audio: np.ndarray, spans: Sequence[Span] = ()) -> tuple[np.ndarray, list[Span]]:
         """Augment 16 kHz mono ``audio``; return it with ``spans`` re-timed to match."""
         x = np.asarray(audio, dtype=np.float32).reshape(-1)
