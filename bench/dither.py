@@ -11,7 +11,7 @@ audio itself (no dither), so it equals ``deid-speech eval`` with the same option
     .venv/bin/python bench/dither.py --manifest out/benchmark/dev/calls/manifest.jsonl \\
         [--draws 4] [--asr-model MODEL] [--verifier MODEL] \\
         [--asr-option KEY=VALUE ...] [--verifier-option KEY=VALUE ...] \\
-        [--asr-cache out/asr-cache.jsonl] [--out bench/results/dither-dev-calls.json]
+        [--ner-model DIR] [--asr-cache out/asr-cache.jsonl] [--out bench/results/dither-dev-calls.json]
 
 Transcripts go to ``--asr-cache`` (keyed by the dithered audio), so a run that is stopped
 resumes where it stopped, and a second variant of the verifier re-decodes only the verifier.
@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help=f"how often the verifier decodes each file, as redact --verify-passes (default {VERIFY_PASSES})")
     p.add_argument("--uncovered", choices=("beep", "warn"), default="beep",
                    help="speech no word covers: beeped as redact does (beep), or not (warn)")
+    p.add_argument("--ner-model", default="default",
+                   help="the cascade's trained NER, as redact --ner-model (default: the shipped one)")
     p.add_argument("--asr-cache", type=Path, default=None)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -84,7 +86,8 @@ def main(argv: list[str] | None = None) -> dict:
     draws = []
     for d in range(args.draws):
         r = evaluate(items, system_predictions(["cascade", "cascade+verify"], items, asr=Dithered(first, d),
-                                               ner_model="default", verifier_asr=ByPass([Dithered(t, d) for t in seconds]),
+                                               ner_model=args.ner_model,
+                                               verifier_asr=ByPass([Dithered(t, d) for t in seconds]),
                                                uncovered=args.uncovered, verify_passes=args.verify_passes))
         row = {s: {"leak": round(100 * v["audio_leak"]["leaked_duration"], 2),
                    "over_redaction": round(100 * v["audio_leak"]["over_redaction"], 2),
@@ -106,7 +109,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"manifest": str(args.manifest), "draws": args.draws, "amplitude": DITHER,
               "verify_passes": args.verify_passes,
               "asr_model": first_opts.model, "verifier": args.verifier,
-              "asr_options": first_extra, "verifier_options": second_extra, "uncovered": args.uncovered,
+              "ner_model": args.ner_model, "asr_options": first_extra, "verifier_options": second_extra,
+              "uncovered": args.uncovered,
               "command": "python bench/dither.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "summary": summary}
     report(result, args.out)
