@@ -5,7 +5,8 @@ benchmark's dev part: the leak and over-redaction with that source's spans left 
         --out bench/results/source_ablation.json
 
 A span's source names the rule that found it (``patterns``, ``cue-runs``, ``ner``, ``spacy``,
-``propn``, ``name-list``, ``name-slot``, ``spelled``, ``cue``, ``date-grammar``; see the detectors). Each
+``propn``, ``name-list``, ``name-slot``, ``spelled``, ``cue``, ``date-grammar``, ``title-doubt``, ``opening``,
+``rare-word``; see the detectors). Each
 variant drops the spans of one source before they are merged (:meth:`Redactor.detect`), either
 everywhere or only in the verifier's transcripts (``verify:SOURCE``); ``verify:*`` drops the
 verifier's second opinion whole and ``repeat`` the other mentions of a found value
@@ -34,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SYSTEM, default_predictions, dev_manifests, refuse_test_part  # noqa: E402
 
-SOURCES = ("patterns", "cue-runs", "ner", "spacy", "propn", "name-list", "name-slot", "spelled", "cue", "date-grammar")
+SOURCES = ("patterns", "cue-runs", "ner", "spacy", "propn", "name-list", "name-slot", "spelled", "cue", "date-grammar",
+           "title-doubt", "opening", "rare-word")
 
 _state = {"everywhere": frozenset(), "in_verifier": frozenset(), "in_verify": False}
 
