@@ -3,6 +3,7 @@ unseen-voice benchmark's dev manifests (tuning scripts refuse its test part)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -19,9 +20,13 @@ def report(result: dict, out: Path | None) -> None:
         out.write_text(text + "\n")
 
 
+TEST_PART = re.compile(r"test\d*(_telephone)?")  # test parts: the benchmark's test and test2, a dataset's test_telephone
+
+
 def refuse_test_part(bench: Path, tool: str) -> None:
-    """Exit with one line when ``bench`` is the benchmark's test part: tuning reads dev only."""
-    if "test" in Path(bench).resolve().parts:
+    """Exit with one line when ``bench`` is (in) one of the benchmark's test parts (``test``,
+    ``test2``, ...): tuning reads dev only."""
+    if any(TEST_PART.fullmatch(part) for part in Path(bench).resolve().parts):
         sys.exit(f"{tool}: tuning data only; give the benchmark's dev part, not its test part")
 
 

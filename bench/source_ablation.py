@@ -3,6 +3,8 @@ benchmark's dev part: the leak and over-redaction with that source's spans left 
 
     .venv/bin/python bench/source_ablation.py --bench out/benchmark/dev --asr-cache out/asr-cache.jsonl \\
         --out bench/results/source_ablation.json
+    .venv/bin/python bench/source_ablation.py --manifest out/real-more/manifest.jsonl --variants name-list \\
+        --asr-cache out/asr-cache-real.jsonl --out /tmp/ablation-real.json   # any non-test manifest
 
 A span's source names the rule that found it (``patterns``, ``cue-runs``, ``ner``, ``spacy``,
 ``propn``, ``name-list``, ``name-slot``, ``spelled``, ``cue``, ``date-grammar``, ``title-doubt``, ``opening``,
@@ -21,7 +23,8 @@ Read a row as: leaving this source out would let ``d_leak`` more entity audio th
 either part is a candidate to drop or to tighten; the dev part chooses, the test part is scored
 once after.
 
-Tuning data only: ``--bench`` is the dev part; a ``test`` folder is refused.
+Tuning data only: ``--bench`` is the dev part, ``--manifest`` any other set (dev-fast, real speech);
+a path in a test part (``test``, ``test2``) is refused.
 """
 from __future__ import annotations
 
@@ -124,23 +127,34 @@ def score(manifest: Path, cache: Path | None, variant: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bench", type=Path, required=True, help="the benchmark's dev part (utterances/, calls/)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bench", type=Path, help="the benchmark's dev part (utterances/, calls/)")
+    where.add_argument("--manifest", type=Path, action="append",
+                       help="a manifest to score instead (repeatable): dev-fast's calls, the real-speech set")
     p.add_argument("--asr-cache", type=Path, default=None, metavar="FILE")
     p.add_argument("--variants", default=None,
                    help="comma-separated; one variant's changes joined with & (default: every source, "
                         "everywhere and in the verifier only; verify:*; repeat; widen)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    refuse_test_part(args.bench, "source_ablation")
+    refuse_test_part(args.bench or args.manifest[0], "source_ablation")
     variants = args.variants.split(",") if args.variants else [
         *SOURCES, *(f"verify:{s}" for s in SOURCES), "verify:*", "repeat", "widen"]
     unknown = [c for v in variants for c in parts(v) if not known(c)]
     if unknown:
         sys.exit(f"source_ablation: unknown variant {unknown[0]!r} (a source, verify:SOURCE, verify:*, repeat, "
                  f"widen, or several joined with &; sources: {', '.join(SOURCES)})")
+    if args.manifest:
+        for m in args.manifest:
+            refuse_test_part(m, "source_ablation")
+            if not m.is_file():
+                sys.exit(f"source_ablation: no {m}")
+        manifests = [("/".join(m.parent.parts[-2:]), m) for m in args.manifest]
+    else:
+        manifests = dev_manifests(args.bench, "source_ablation")
     t0 = time.perf_counter()
     rows = []
-    for part, manifest in dev_manifests(args.bench, "source_ablation"):
+    for part, manifest in manifests:
         base = score(manifest, args.asr_cache, "")
         rows.append({"part": part, "variant": "", **base})
         for v in variants:
@@ -152,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"(d {100 * rows[-1]['d_leak']:+6.2f}) over {100 * r['over_redaction']:6.2f} "
                   f"(d {100 * rows[-1]['d_over']:+6.2f})", flush=True)
     result = {"command": " ".join(["bench/source_ablation.py", *(argv if argv is not None else sys.argv[1:])]),
-              "system": SYSTEM, "bench": str(args.bench), "asr_cache": str(args.asr_cache), "rows": rows,
+              "system": SYSTEM, "bench": str(args.bench) if args.bench else None,
+              "manifests": [str(m) for _, m in manifests], "asr_cache": str(args.asr_cache), "rows": rows,
               "wall_s": round(time.perf_counter() - t0, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")

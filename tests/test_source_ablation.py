@@ -154,3 +154,49 @@ def test_every_source_of_the_default_detectors_can_be_left_out() -> None:
     assert {"propn", "name-list", "cue", "name-slot", "rare-word", "date-grammar"} <= inner  # the scan works
     names = set(TABLE[ablation.SYSTEM].detectors)  # registered names, each the detector's own source
     assert names and (inner | names) <= set(ablation.SOURCES)
+
+
+def test_test2_and_a_datasets_test_telephone_are_test_parts_too(tmp_path: Path) -> None:
+    import common  # bench/common.py
+
+    for test_part in ("benchmark/test2", "benchmark/test2/calls", "datasets/small/test_telephone", "benchmark/test"):
+        with pytest.raises(SystemExit, match="tuning data only"):
+            common.refuse_test_part(tmp_path / test_part, "tool")
+    for tuning in ("benchmark/dev", "benchmark/dev-fast/calls", "real-more", "datasets/small/train"):
+        common.refuse_test_part(tmp_path / tuning, "tool")  # no exit
+    with pytest.raises(SystemExit, match="tuning data only"):
+        ablation.main(["--manifest", str(tmp_path / "benchmark" / "test2" / "calls" / "manifest.jsonl"),
+                       "--out", str(tmp_path / "a.json")])
+
+
+def test_manifests_instead_of_the_dev_part(tmp_path: Path, monkeypatch) -> None:
+    """--manifest scores the sets given (dev-fast, real speech), each under its folder's name;
+    a missing one is a one-line exit, and --bench with --manifest is refused."""
+    seen = []
+
+    def fake_score(manifest, cache, variant):
+        seen.append((manifest.parent.name, variant))
+        return {"recall": 1.0, "leaked_duration": 0.01 if variant else 0.0, "leaky_entities": 0.0,
+                "over_redaction": 0.1 if variant else 0.2, "by_cause": {}}
+
+    monkeypatch.setattr(ablation, "score", fake_score)
+    fast = tmp_path / "benchmark" / "dev-fast" / "calls" / "manifest.jsonl"
+    real = tmp_path / "real-more" / "manifest.jsonl"
+    for m in (fast, real):
+        m.parent.mkdir(parents=True)
+        m.write_text("")
+    out = tmp_path / "a.json"
+    assert ablation.main(["--manifest", str(fast), "--manifest", str(real), "--variants", "name-list",
+                          "--out", str(out)]) == 0
+    assert seen == [("calls", ""), ("calls", "name-list"), ("real-more", ""), ("real-more", "name-list")]
+    import json
+
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["part"], r["variant"]) for r in rows] == [("dev-fast/calls", ""), ("dev-fast/calls", "name-list"),
+                                                         (f"{tmp_path.name}/real-more", ""),
+                                                         (f"{tmp_path.name}/real-more", "name-list")]
+    assert rows[1]["d_leak"] == 0.01 and rows[1]["d_over"] == -0.1
+    with pytest.raises(SystemExit, match="source_ablation: no "):
+        ablation.main(["--manifest", str(tmp_path / "nope.jsonl"), "--out", str(out)])
+    with pytest.raises(SystemExit):
+        ablation.main(["--bench", str(tmp_path), "--manifest", str(real), "--out", str(out)])
