@@ -7,7 +7,7 @@ cascade's detected span; and what separate before/after redaction padding would 
     #   --dataset-dev out/datasets/small/dev/manifest.jsonl
 
 Tuning data only: ``--bench`` is the benchmark's dev part (its ``utterances/`` and
-``calls/`` manifests); a ``test`` folder is refused.
+``calls/`` manifests); a test part (``test``, ``test2``) is refused.
 
 The detected spans are the cascade's as ``deid-speech eval`` scores them: one Whisper
 transcript per file (read from ``--asr-cache`` when it holds it), the Redactor's detectors,
@@ -207,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid-step", type=float, default=0.05)
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    if args.bench.name == "test" or any(x.name == "test" for x in args.bench.parents):
-        p.error("--bench: tune on the dev part, not the test part")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import refuse_test_part
+
+    refuse_test_part(args.bench, "onset_offsets")
 
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, transcriber
     from deid_speech.pipeline import RedactConfig, Redactor

@@ -167,6 +167,11 @@ def test_test2_and_a_datasets_test_telephone_are_test_parts_too(tmp_path: Path) 
     with pytest.raises(SystemExit, match="tuning data only"):
         ablation.main(["--manifest", str(tmp_path / "benchmark" / "test2" / "calls" / "manifest.jsonl"),
                        "--out", str(tmp_path / "a.json")])
+    spec = importlib.util.spec_from_file_location("onset_offsets", ROOT / "bench" / "onset_offsets.py")
+    onsets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(onsets)
+    with pytest.raises(SystemExit, match="onset_offsets: tuning data only"):
+        onsets.main(["--bench", str(tmp_path / "benchmark" / "test2"), "--out", str(tmp_path / "o.json")])
 
 
 def test_manifests_instead_of_the_dev_part(tmp_path: Path, monkeypatch) -> None:
