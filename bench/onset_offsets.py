@@ -51,6 +51,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from common import refuse_test_part  # noqa: E402
 
 PARTS = ("utterances", "calls")
 
@@ -207,9 +209,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid-step", type=float, default=0.05)
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from common import refuse_test_part
-
     refuse_test_part(args.bench, "onset_offsets")
 
     from deid_speech.asr.whisper import AsrOptions, CachedTranscriber, transcriber

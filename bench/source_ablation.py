@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                         "everywhere and in the verifier only; verify:*; repeat; widen)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    refuse_test_part(args.bench or args.manifest[0], "source_ablation")
+    for where in [args.bench] if args.bench else args.manifest:
+        refuse_test_part(where, "source_ablation")
     variants = args.variants.split(",") if args.variants else [
         *SOURCES, *(f"verify:{s}" for s in SOURCES), "verify:*", "repeat", "widen"]
     unknown = [c for v in variants for c in parts(v) if not known(c)]
@@ -146,7 +147,6 @@ def main(argv: list[str] | None = None) -> int:
                  f"widen, or several joined with &; sources: {', '.join(SOURCES)})")
     if args.manifest:
         for m in args.manifest:
-            refuse_test_part(m, "source_ablation")
             if not m.is_file():
                 sys.exit(f"source_ablation: no {m}")
         manifests = [("/".join(m.parent.parts[-2:]), m) for m in args.manifest]
