@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                         "everywhere and in the verifier only; verify:*; repeat; widen)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    for where in [args.bench] if args.bench else args.manifest:
-        refuse_test_part(where, "source_ablation")
+    for path in [args.bench] if args.bench else args.manifest:
+        refuse_test_part(path, "source_ablation")
     variants = args.variants.split(",") if args.variants else [
         *SOURCES, *(f"verify:{s}" for s in SOURCES), "verify:*", "repeat", "widen"]
     unknown = [c for v in variants for c in parts(v) if not known(c)]

@@ -1,3 +1,5 @@
+import shutil
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -5,6 +7,8 @@ import soundfile as sf
 from deid_speech.audio import Audio, load, resample, save
 from deid_speech.errors import DeidError
 from factories import tone
+
+needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="needs flite")
 
 
 @pytest.mark.parametrize("ext,fmt,subtype", [(".wav", "WAV", "PCM_16"), (".flac", "FLAC", "PCM_24"),
@@ -135,7 +139,7 @@ def test_an_offset_is_taken_off_for_recognition_and_a_negligible_one_left_as_it_
 
 
 @pytest.mark.model
-@pytest.mark.skipif(__import__("shutil").which("flite") is None, reason="needs flite")
+@needs_flite
 def test_the_vad_hears_speech_under_a_dc_offset():
     """Silero misses speech under a constant offset (a cheap recorder's): quiet speech with 0.05
     added lost 15 % of its speech regions before the offset was taken off for recognition."""

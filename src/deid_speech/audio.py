@@ -235,7 +235,7 @@ def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:
     (docs/results.md §0az). An offset also hides quiet speech from the level check."""
     offset = dc_offset(x, sr)
     if abs(offset) > DC_MAX:
-        x = (np.asarray(x, dtype=np.float32) - np.float32(offset)).astype(np.float32, copy=False)
+        x = np.asarray(x, dtype=np.float32) - np.float32(offset)
     rms = frame_rms(x, sr, 0.05)
     if rms.size == 0:
         return x
