@@ -200,6 +200,39 @@ def test_a_file_read_a_block_at_a_time_gives_what_the_whole_file_gives(tmp_path,
     assert (stream.duration, stream.sample_rate, stream.channels) == (7.0, 48000, 2)
 
 
+def test_a_codec_libsndfile_cannot_seek_in_is_read_and_written_a_block_at_a_time(tmp_path, monkeypatch):
+    """GSM 6.10 in WAV (many call recorders' format): libsndfile refuses to seek in it,
+    and reading blocks with a seek back for each one's context failed on it."""
+    import soundfile as sf
+
+    from deid_speech.audio import AudioFile, load
+    from deid_speech.redact import Operator, RedactOptions, redact_audio, speech_level
+    from deid_speech.types import Span
+
+    monkeypatch.setattr(AudioFile, "BLOCK_S", 0.5)  # 9 blocks, at 8 kHz: resampled with context
+    t = np.arange(int(4.3 * 8000)) / 8000
+    x = (0.3 * np.sin(2 * np.pi * 300 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+    p = tmp_path / "call.wav"
+    sf.write(p, x, 8000, subtype="GSM610")
+    with sf.SoundFile(p) as f:
+        assert not f.seekable()
+    whole = load(p)
+    stream = AudioFile.open(p)
+    assert stream is not None and stream.subtype == "GSM610"
+    (channel, track), = list(stream.tracks16k()[0])
+    expected = whole.mono16k()
+    assert channel is None and track.shape == expected.shape and np.abs(track - expected).max() < 1e-6
+    spans = [Span(0.45, 1.3, "PHONE")]  # across a block edge
+    options = RedactOptions(labels=(("PHONE", Operator(audio="silence")),))
+    stream.write_redacted(tmp_path / "out.wav", spans, options, speech_level(whole.samples, 8000))
+    assert sf.info(tmp_path / "out.wav").subtype == "GSM610"
+    got, sr = sf.read(tmp_path / "out.wav", dtype="float32")
+    want = redact_audio(whole, spans, options).samples[:, 0]
+    assert sr == 8000 and got.shape == want.shape
+    inside = slice(int(0.5 * 8000), int(1.25 * 8000))
+    assert np.abs(got[inside]).max() < 1e-3 < np.abs(whole.samples[inside, 0]).max()  # silenced in the GSM copy
+
+
 def test_a_redacted_copy_written_a_block_at_a_time_equals_the_one_made_in_memory(tmp_path, monkeypatch):
     import soundfile as sf
 

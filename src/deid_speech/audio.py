@@ -363,17 +363,27 @@ class AudioFile:
         return cls(p, int(info.frames), int(info.samplerate), int(info.channels), info.format, info.subtype)
 
     def _blocks(self, align: int = 1):
-        """``(s, e, lo, hi, samples of [lo, hi))`` in order: blocks with resampling context."""
+        """``(s, e, lo, hi, samples of [lo, hi))`` in order: blocks with resampling context.
+        The file is read straight through, never seeking: a block's context before it is
+        the end of the block before (libsndfile cannot seek in some codecs, GSM 6.10 WAV
+        among them, the format of many call recorders)."""
         import soundfile as sf
 
         down = _ratio(self.sample_rate, MODEL_RATE)[1]
         try:
             with open(self.path, "rb") as fh, sf.SoundFile(fh) as f:
+                tail_lo, tail = 0, np.zeros((0, self.channels), np.float32)  # the last block's end, as read
                 for s, e, lo, hi in _blocks(self.frames, self.sample_rate, down, self.BLOCK_S, align):
-                    f.seek(lo)
-                    y = f.read(hi - lo, dtype="float32", always_2d=True)
-                    if len(y) != hi - lo:
-                        raise DeidError(f"{self.path}: the file ends early ({lo + len(y)} of {self.frames} frames)")
+                    pos = tail_lo + len(tail)
+                    if lo < tail_lo:  # _blocks' context reaches back less than it reaches ahead
+                        raise RuntimeError(f"block context from {lo} reaches back past {tail_lo}")
+                    new = f.read(hi - pos, dtype="float32", always_2d=True)
+                    if len(new) != hi - pos:
+                        raise DeidError(f"{self.path}: the file ends early ({pos + len(new)} of {self.frames} frames)")
+                    y = np.concatenate([tail[lo - tail_lo:], new]) if lo < pos else new
+                    # kept before the caller may beep into the block: the next block's context, as read
+                    cut = max(0, (e - lo) - (hi - e))
+                    tail_lo, tail = lo + cut, y[cut:].copy()
                     yield s, e, lo, hi, y
         except DeidError:
             raise
