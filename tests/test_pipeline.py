@@ -52,7 +52,7 @@ def test_redact_file_writes_audio_and_json_next_to_input(call):
     assert info.frames == sf.info(call).frames
     d = json.loads(json_out.read_text())
     assert set(d) >= {"file", "duration", "sample_rate", "system", "asr_model", "spans", "redacted_transcript"}
-    assert "transcript" not in d and d["schema_version"] == 3
+    assert "transcript" not in d and d["schema_version"] == 4
     assert d["system"] == "cascade" and d["asr_model"] == "fake" and d["sample_rate"] == 44100
     (span,) = d["spans"]
     assert set(span) == {"label", "start", "end", "score", "source"}  # no clear text in a shared report

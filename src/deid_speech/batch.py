@@ -46,6 +46,9 @@ def redact_one(redactor, job: Job, progress=None) -> tuple[bool, str]:
         what = "was beeped" if redactor.config.uncovered == "beep" else "was not checked for PII"
         msg += (f"\nwarning: {f}: {secs:.1f}s of speech-like audio has no transcribed words and "
                 f"{what} (see uncovered_speech in the JSON)")
+    if result.keypad:  # a number keyed in on the phone: no word names it, its tones give it away
+        secs = sum(b - a for a, b in result.keypad)
+        msg += f"\n{f}: keypad tones beeped: {len(result.keypad)} stretch(es), {secs:.1f}s (see keypad_tones in the JSON)"
     return True, msg
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from deid_speech.audio import EXTENSIONS, TRANSCODED, Audio, AudioFile, for_recognition, load, save, write_text_atomic
+from deid_speech.dtmf import keypad_tones
 from deid_speech.errors import DeidError
 from deid_speech.redact import (
     RedactOptions,
@@ -22,9 +23,9 @@ from deid_speech.redact import (
 from deid_speech.systems import MAX_VERIFY_PASSES, RECOGNISER, VERIFIER, VERIFY_PASSES
 from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript, Word
 
-SCHEMA_VERSION = 3  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
+SCHEMA_VERSION = 4  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
 # 3: operators per label (audio, text, padding before/after) replace mode/padding; a run of
-# redacted words is one word
+# redacted words is one word; 4: keypad_tones (the keypad tones beeped)
 UNCOVERED_ACTIONS = ("beep", "fail", "warn")
 
 
@@ -374,8 +375,9 @@ class RedactResult:
     verification: dict | None = None  # {"by": verifier, "passes": k, "added": n, "refuted": m} when --verify ran
     channels: list[dict] = field(default_factory=list)  # per channel, when channels differ:
     # {"channel", "transcript", "redacted" (Transcripts), "spans" (that channel's)}
-    blanks: list[Span] = field(default_factory=list)  # beeped too: uncovered speech (--uncovered beep)
+    blanks: list[Span] = field(default_factory=list)  # beeped too: uncovered speech (--uncovered beep), keypad tones
     source: tuple[float, int, int] = (0.0, 0, 0)  # the input's duration, sample rate, channel count
+    keypad: list[tuple[float, float]] = field(default_factory=list)  # keypad (DTMF) tones, always beeped
 
     @property
     def redacted_transcript(self) -> str:
@@ -405,6 +407,8 @@ class RedactResult:
             # speech-like audio that no transcribed word covers: it was not checked for PII
             "uncovered_speech": [[round(a, 2), round(b, 2)] for a, b in self.uncovered],
             "uncovered_action": config.uncovered,  # beep: those stretches were redacted too
+            # keypad tones (a number keyed in on the phone), beeped whatever the settings; no key is named
+            "keypad_tones": [[round(a, 2), round(b, 2)] for a, b in self.keypad],
             # the second opinion (--verify): which decoder read the audio again, spans it added
             "verified": self.verification,
             "words": redacted_words(self.redacted),
@@ -862,7 +866,7 @@ class Redactor:
         from deid_speech.ner.base import merge_spans
 
         found, per = [], []
-        added_total, refuted_total, agreed_total, trimmed_total, uncovered = 0, 0, 0, 0, []
+        added_total, refuted_total, agreed_total, trimmed_total, uncovered, keypad = 0, 0, 0, 0, [], []
         decoded_s = 0.0  # the channels' audio so far: passes are taken back from the helper below TAKE_BACK_MAX_S
         for channel, mono in _timed(tracks):
             with timing.stage("reading"):
@@ -875,6 +879,7 @@ class Redactor:
             transcript, spans = self.recognize(mono, progress)
             with timing.stage("vad"):
                 uncovered += unchecked_speech(mono, transcript.words)
+                keypad += keypad_tones(mono)
             # the track is let go before the verifier's results are waited for: a helper maps (or
             # holds) its own, a verifier in this process its pending passes (a long call's memory, §0aj)
             del mono
@@ -905,7 +910,9 @@ class Redactor:
                             "recogniser and could not be checked for PII (--uncovered fail)")
         if self.config.uncovered == "beep":  # what could not be checked is not let through
             blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
-        return RedactResult(None, spans, first, redacted[0], uncovered, verification, channels, blanks, source)
+        keypad = sorted(keypad)
+        blanks += [Span(a, b, source="keypad") for a, b in keypad]
+        return RedactResult(None, spans, first, redacted[0], uncovered, verification, channels, blanks, source, keypad)
 
 
 def _handed_on(items: list):

@@ -64,6 +64,8 @@ def redacted_schema(version: int) -> dict:
              "uncovered_speech": {"type": "array", "items": {"type": "array", "items": {"type": "number"},
                                                              "minItems": 2, "maxItems": 2}},
              "uncovered_action": {"enum": ["beep", "fail", "warn"]},
+             "keypad_tones": {"type": "array", "items": {"type": "array", "items": {"type": "number"},
+                                                         "minItems": 2, "maxItems": 2}},
              "verified": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["by", "passes", "added"],
                                                         "properties": {"by": {"type": "string"},
                                                                        "passes": {"type": "integer", "minimum": 1},

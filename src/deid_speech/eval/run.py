@@ -45,6 +45,7 @@ class Prediction:
     redacted_transcript: str
     options: RedactOptions = field(default_factory=RedactOptions)  # its padding and merge gap, as applied
     blanked: list[tuple[float, float]] = field(default_factory=list)  # beeped too: speech no word covered
+    keypad: list[tuple[float, float]] = field(default_factory=list)  # beeped too: keypad tones (redact's, always)
 
 
 def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | None = None) -> list[Item]:
@@ -95,8 +96,9 @@ def over_redaction_causes(truth: list[Span], pred: Prediction,
     """Why each redacted second was redacted, in the order :meth:`LeakCounts.add` assigns them:
     ``overshoot`` (inside a detected span that overlaps a true entity), ``padding`` (the padding
     of such a span), ``false alarm LABEL`` (a span, padding included, that overlaps no true
-    entity), ``uncovered speech`` (speech no word covered, beeped), ``merge gap`` (a pause
-    between two close regions, redacted with them)."""
+    entity), ``uncovered speech`` (speech no word covered, beeped), ``keypad tones`` (what the
+    keypad-tone detector beeped), ``merge gap`` (a pause between two close regions, redacted
+    with them)."""
     hits, pads, alarms = [], [], {}
     for s in pred.spans:
         if any(s.overlaps(t) for t in truth):
@@ -104,13 +106,16 @@ def over_redaction_causes(truth: list[Span], pred: Prediction,
             pads.append(padded(s, pred.options))
         else:
             alarms.setdefault(f"false alarm {s.label or 'unlabelled'}", []).append(padded(s, pred.options))
-    blanks = [padded(s, pred.options) for s in _blank_spans(pred)]  # the default operator's padding, as in redact
+    blanks = _blank_spans(pred)  # with the default operator's padding, as in redact
     return [("overshoot", hits), ("padding", pads), *sorted(alarms.items()),
-            ("uncovered speech", blanks), ("merge gap", regions)]
+            ("uncovered speech", [padded(s, pred.options) for s in blanks if s.source == "uncovered"]),
+            ("keypad tones", [padded(s, pred.options) for s in blanks if s.source == "keypad"]),
+            ("merge gap", regions)]
 
 
 def _blank_spans(pred: Prediction) -> list[Span]:
-    return [Span(a, b, source="uncovered") for a, b in pred.blanked if b > a]
+    return ([Span(a, b, source="uncovered") for a, b in pred.blanked if b > a]
+            + [Span(a, b, source="keypad") for a, b in pred.keypad if b > a])
 
 
 @dataclass
@@ -173,6 +178,7 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = REC
     from deid_speech import systems
     from deid_speech.asr.whisper import speech_regions
     from deid_speech.audio import for_recognition, load
+    from deid_speech.dtmf import keypad_tones
     from deid_speech.pipeline import UNCOVERED_ACTIONS, RedactConfig, Redactor, unchecked_speech
     from deid_speech.redact import redact_text
 
@@ -216,15 +222,17 @@ def system_predictions(names: list[str], items: list[Item], asr_model: str = REC
         blank_tr = unchecked_speech(mono, tr.words, regions) if regions is not None and tr is not None else []
         blank_tag = (unchecked_speech(mono, tagged.transcript.words, regions)
                      if regions is not None and tagged is not None else [])
+        keypad = keypad_tones(mono)  # beeped by every system, as in redact
         out = {}
         for name, r in redactors.items():
             t, spans = (tagged.transcript, r.detect(tagged.transcript, tagged.spans)) if name in tagging else (
                 tr, r.detect(tr))
-            out[name] = Prediction(spans, t, redact_text(t, spans), options, blank_tag if name in tagging else blank_tr)
+            out[name] = Prediction(spans, t, redact_text(t, spans), options, blank_tag if name in tagging else blank_tr,
+                                   keypad)
         if verifying is not None:
             first = out["cascade"].spans if "cascade" in out else verifying.detect(tr)
             spans = sorted(verifying.verify(mono, first, heard, tr).applied(first))
-            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options, blank_tr)
+            out["cascade+verify"] = Prediction(spans, tr, redact_text(tr, spans), options, blank_tr, keypad)
         yield item, audio.duration, out
 
 
@@ -252,8 +260,9 @@ def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item
             tr = Transcript.from_words((w["text"], w["start"], w["end"]) for w in d.get("words", []))
         blanked = [(float(a), float(b)) for a, b in d.get("uncovered_speech", [])] \
             if d.get("uncovered_action") == "beep" else []
+        keypad = [(float(a), float(b)) for a, b in d.get("keypad_tones", [])]
         pred = Prediction([Span.from_dict(s) for s in d["spans"]], tr, d.get("redacted_transcript", ""),
-                          _saved_options(d, path), blanked)
+                          _saved_options(d, path), blanked, keypad)
         yield item, float(d.get("duration", 0.0)), {str(d.get("system", "saved")): pred}
 
 
