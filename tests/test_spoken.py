@@ -99,3 +99,39 @@ def test_email_verbalizer_speaks_at_and_dot():
 ])
 def test_spoken_quantities_are_numbers_not_digit_strings(spoken, not_read):
     assert symbols(spoken) and all(not_read not in s and len(s) <= 5 for s in symbols(spoken))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("S nine eight seven six five four three D for David", ["S9876543D"]),
+    ("S nine eight seven six five four three, D for delta.", ["S9876543D"]),
+    ("T zero one two three four five six G as in golf", ["T0123456G"]),
+    ("ess for Sugar K for king B for boy nine zero one two Z for zebra", ["SKB9012Z"]),
+    ("sierra kilo bravo nine zero one two zulu", ["SKB9012Z"]),  # the spelling alphabet
+    ("passport K one two three four five six seven, E for echo", ["K1234567E"]),
+    ("see for Charlie", ["C"]),  # a letter name spelled
+])
+def test_a_letter_spelled_with_a_word_is_that_letter(text, expected):
+    assert symbols(text) == expected
+
+
+def test_a_spelled_letter_runs_from_the_letter_to_the_word_that_spells_it():
+    (first, last, sym), = normalize_tokens("S nine one D for David".split())
+    assert (first, last, sym.text, sym.owner[-1], sym.last(3)) == (0, 5, "S91D", 3, 5)
+    (first, last, sym), = normalize_tokens("ess for Sugar K for king nine one".split())
+    assert (first, last, sym.text, sym.owner[:2], sym.last(0), sym.last(1)) == (0, 7, "SK91", (0, 3), 2, 5)
+    # the recogniser's "T4" for "T for", and a short word heard for a letter before "for alpha"
+    (first, last, sym), = normalize_tokens("spelled T4 tango the for alpha nine".split())
+    assert (first, last, sym.text) == (1, 6, "TA9")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("K seven five two nine oh eight three B for me", ["K7529083B"]),  # "for" is a preposition there
+    ("passport K five oh six six V for the booking", ["K5066V"]),
+    ("I for instance think so", []),
+    ("S for small, M for medium", ["S", "M"]),  # sizes
+    ("we played golf at the hotel", []),  # a spelling-alphabet word alone is a weak letter
+    ("this is Victor speaking", []),
+    ("A for a while", []),
+])
+def test_look_alikes_of_a_spelled_letter_are_read_as_before(text, expected):
+    assert symbols(text) == expected

@@ -3,7 +3,8 @@
 One set of tables serves both directions:
 
 * the **normalizer** (:func:`normalize_tokens`) turns what a recogniser writes for spoken
-  PII ("double eight", "oh", "ninety eight", "S one two", "9123-4567", "at gmail dot com")
+  PII ("double eight", "oh", "ninety eight", "S one two", "9123-4567", "at gmail dot com",
+  "D for David", "sierra kilo")
   into symbols (digits and capital letters) and keeps, for every symbol, the index of the
   token it came from, so a match maps back to words and so to time;
 * the **verbalizer** (:func:`verbalize`) turns a written value ("S1234567D") into one of
@@ -44,6 +45,16 @@ LETTER_NAMES = {
 }
 WEAK_WORDS = frozenset({"a", "i", "o", "oh", "see", "sea", "be", "you", "are", "why", "queue",
                         "tea", "pea", "to", "too", "for", "won", "ate"})
+# A letter spelled with a word ("D for David", "S as in Sugar") or by the spelling alphabet
+# ("sierra kilo bravo"): :func:`spelled_letter`
+SPELLING_ALPHABET = {
+    "alpha": "A", "alfa": "A", "bravo": "B", "charlie": "C", "delta": "D", "echo": "E", "foxtrot": "F",
+    "golf": "G", "hotel": "H", "india": "I", "juliet": "J", "juliett": "J", "kilo": "K", "lima": "L",
+    "mike": "M", "november": "N", "oscar": "O", "papa": "P", "quebec": "Q", "romeo": "R", "sierra": "S",
+    "tango": "T", "uniform": "U", "victor": "V", "whiskey": "W", "whisky": "W", "x-ray": "X", "xray": "X",
+    "yankee": "Y", "zulu": "Z",
+}
+NOT_SPELLING = frozenset({"instance", "example", "small", "medium", "large"})  # "I for instance", "S for small"
 JOINERS = frozenset({"dash", "hyphen", "-", "uh", "um", "er", "erm", "ah", "hmm", "space"})
 EMAIL_WORDS = {"at": "@", "dot": ".", "underscore": "_", "dash": "-", "hyphen": "-",
                "period": ".", "point": "."}
@@ -59,12 +70,19 @@ class Symbols:
     """Symbols (digits/capital letters) read from a run of tokens.
 
     ``owner[i]`` is the token index that produced ``text[i]``; ``weak[i]`` says the symbol
-    came from a word that is also ordinary English ("you", "oh", "a").
+    came from a word that is also ordinary English ("you", "oh", "a"); ``reach[i]`` is the
+    last token ``text[i]`` spans (``owner[i]`` but for a letter spelled with a word: "D for
+    David" is owned by "D" and reaches "David"; empty: the owners).
     """
 
     text: str
     owner: tuple[int, ...]
     weak: tuple[bool, ...]
+    reach: tuple[int, ...] = ()
+
+    def last(self, k: int) -> int:
+        """The last token that symbol ``k`` spans."""
+        return (self.reach or self.owner)[k]
 
 
 def clean_token(tok: str) -> str:
@@ -126,6 +144,49 @@ def token_symbols(tok: str, original: str = "") -> str | None:
     return None
 
 
+def spelled_letter(tokens: list[str], i: int) -> tuple[str, int, bool] | None:
+    """A letter spelled at ``tokens[i]`` with a word, as callers spell a check letter, a plate
+    or an email: ``(letter, index of its last token, weak)``, or None.
+
+    - A letter, "for" or "as in", then a word that starts with that letter and is no everyday
+      word ("D for David", "ess as in Sugar", "T for tango"): that letter, up to the word.
+    - A word of the spelling alphabet after "for" (or "four", "4": the recogniser's spelling of
+      it) gives the letter ("T four tango", "T4 tango"), also where the letter before it became
+      a short word ("and for November", "the four alpha": weak, since "went for golf" is no
+      spelling; a spelled run takes it next to other letters).
+    - A word of the spelling alphabet alone ("sierra", "kilo"): its letter; weak (an ordinary
+      word too: "golf", "hotel", "Victor") unless a word beside it is one as well."""
+    t = clean_token(tokens[i])
+    if t in SPELLING_ALPHABET:
+        beside = any(0 <= k < len(tokens) and clean_token(tokens[k]) in SPELLING_ALPHABET for k in (i - 1, i + 1))
+        return SPELLING_ALPHABET[t], i, not beside
+    glued = re.fullmatch(r"([a-z])(?:4|for)", t)  # "T4 tango"
+    if glued and i + 1 < len(tokens) and SPELLING_ALPHABET.get(clean_token(tokens[i + 1])) == glued[1].upper():
+        return glued[1].upper(), i + 1, False
+    if i + 2 >= len(tokens):
+        return None
+    link = [clean_token(x) for x in tokens[i + 1: i + 3]]
+    j = i + 2 if link == ["as", "in"] else i + 1 if link[0] in ("for", "four", "4") else None  # the link's last token
+    if j is None or j + 1 >= len(tokens):
+        return None
+    word = clean_token(tokens[j + 1])
+    code = SPELLING_ALPHABET.get(word)
+    letter = token_symbols(tokens[i], tokens[i])
+    if code is not None and letter is None and t.isalpha() and len(t) <= 4 \
+            and not tokens[i].rstrip().endswith((".", "?", "!", ",")):
+        return code, j + 1, True  # "and for November": the word before is the letter, however heard
+    if letter is None or len(letter) != 1 or not letter.isalpha():
+        return None
+    if code is not None and code == letter:
+        return letter, j + 1, False  # "T four tango"
+    if link[0] in ("four", "4"):
+        return None
+    if (len(word) < 2 or not word.replace("-", "").isalpha() or word[0] != letter.lower()
+            or word in NOT_SPELLING or common_word(word)):
+        return None
+    return letter, j + 1, False
+
+
 def _is_weak(tok: str, original: str) -> bool:
     t = clean_token(tok)
     if t in WEAK_WORDS:
@@ -134,32 +195,35 @@ def _is_weak(tok: str, original: str) -> bool:
     return t in ("a", "i")
 
 
-def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
+def normalize_tokens(tokens: list[str], spelled: bool = True) -> list[tuple[int, int, Symbols]]:
     """Find runs of spoken digits/letters in ``tokens``.
 
     Returns ``(first_token, last_token, Symbols)`` for each maximal run. Fillers and
     "dash" inside a run are skipped; "double"/"triple" repeat the next symbol; tens words
-    combine with a following unit ("ninety eight" -> 98); "hundred"/"thousand" scale.
+    combine with a following unit ("ninety eight" -> 98); "hundred"/"thousand" scale; a
+    letter spelled with a word ("D for David", "sierra") is that letter
+    (:func:`spelled_letter`; not with ``spelled=False``, as for WER, where it stays words).
     """
     runs: list[tuple[int, int, Symbols]] = []
     text: list[str] = []
     owner: list[int] = []
     weak: list[bool] = []
+    reach: list[int] = []
     first = last = -1
     repeat = 1
 
     def flush() -> None:
-        nonlocal text, owner, weak, first, last
+        nonlocal text, owner, weak, reach, first, last
         # drop weak symbols at the run edges: "call you at nine..." must not start with U
         # ("oh" next to a digit is a zero and stays: "oh one two three")
         while weak and weak[0] and not (text[0] == "0" and len(text) > 1 and text[1].isdigit()):
-            text.pop(0), owner.pop(0), weak.pop(0)
+            text.pop(0), owner.pop(0), weak.pop(0), reach.pop(0)
         while (weak and weak[-1] and len(text) > 1 and not _keeps_weak_tail(text)
                and not (text[-1] == "0" and text[-2].isdigit())):
-            text.pop(), owner.pop(), weak.pop()
+            text.pop(), owner.pop(), weak.pop(), reach.pop()
         if text:
-            runs.append((owner[0], owner[-1], Symbols("".join(text), tuple(owner), tuple(weak))))
-        text, owner, weak = [], [], []
+            runs.append((owner[0], reach[-1], Symbols("".join(text), tuple(owner), tuple(weak), tuple(reach))))
+        text, owner, weak, reach = [], [], [], []
         first = last = -1
 
     def add(sym: str, i: int, is_weak: bool) -> None:
@@ -170,6 +234,7 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
             text.append(ch)
             owner.append(i)
             weak.append(is_weak)
+            reach.append(i)
         if first < 0:
             first = i
         last = i
@@ -179,6 +244,13 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
     while i < n:
         raw = tokens[i]
         t = clean_token(raw)
+        letter_spelled = spelled_letter(tokens, i) if spelled else None
+        if letter_spelled is not None:  # "D for David", "sierra": one letter, up to the word that spells it
+            letter, end, is_weak = letter_spelled
+            add(letter, i, is_weak)
+            reach[-1] = end
+            i = end + 1
+            continue
         if t in REPEAT_WORDS and i + 1 < n and token_symbols(tokens[i + 1], tokens[i + 1]):
             repeat = REPEAT_WORDS[t]
             if first < 0:
@@ -188,7 +260,7 @@ def normalize_tokens(tokens: list[str]) -> list[tuple[int, int, Symbols]]:
         if t in TENS_WORDS:
             if i + 1 < n and digit_pair(raw, tokens[i + 1]):
                 add(TENS_WORDS[t] + DIGIT_WORDS[clean_token(tokens[i + 1])], i, False)
-                owner[-1] = i + 1
+                owner[-1] = reach[-1] = i + 1
                 i += 2
             else:
                 add(TENS_WORDS[t] + "0", i, False)

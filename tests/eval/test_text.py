@@ -180,3 +180,12 @@ def test_wer_reads_spoken_and_written_numbers_alike() -> None:
         canonical_numbers("call me at 98870123 okay") == "call me at 9 8 8 7 0 1 2 3 okay"
     assert wer(["my IC is S one two three D lah"], ["My IC is S123D, lah."]) == 0.0
     assert wer(["call nine one two"], ["call 913"]) == pytest.approx(1 / 4)
+
+
+def test_wer_keeps_a_letter_spelled_with_a_word_as_words() -> None:
+    from deid_speech.eval.text import canonical_numbers
+
+    # the detectors read "D for delta" as the letter D; WER counts the words that were said
+    assert canonical_numbers("S one two three D for delta okay") == "s 1 2 3 d for delta okay"
+    assert wer(["S one two three D for delta"], ["S123D for Delta."]) == 0.0
+    assert wer(["S one two three D for delta"], ["S123D"]) == pytest.approx(2 / 7)

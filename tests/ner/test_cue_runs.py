@@ -289,3 +289,24 @@ def test_the_one_inside_a_run_with_digits_after_it_stays():
     one" (the recogniser's "the" for "so"), so the run holds it all."""
     assert set(found("card four five three two the one eight eight seven six one four two oh three six")) == {
         ("CREDIT_CARD", "four five three two the one eight eight seven six one four two oh three six")}
+
+
+@pytest.mark.parametrize("text,label,value", [
+    ("my IC number is S nine eight seven six five four three, D for delta.", "NRIC",
+     "S nine eight seven six five four three, D for delta"),
+    ("NRIC is T zero one two three four five six G as in golf okay", "NRIC",
+     "T zero one two three four five six G as in golf"),
+    ("car plate sierra kilo bravo nine zero one two zulu thanks", "CAR_PLATE", "sierra kilo bravo nine zero one two zulu"),
+    ("the plate is S for sugar, K for king, B for boy, nine zero one two, Z for zebra.", "CAR_PLATE",
+     "S for sugar, K for king, B for boy, nine zero one two, Z for zebra"),
+])
+def test_a_letter_spelled_with_a_word_after_a_cue_is_captured_with_that_word(text, label, value):
+    assert (label, value) in found(text)
+
+
+@pytest.mark.parametrize("text,value", [
+    ("passport K seven five two nine oh eight three B for me and my wife", "K seven five two nine oh eight three B for"),
+    ("IC S nine eight seven six five four three A for all of them", "S nine eight seven six five four three A for"),
+])
+def test_for_after_an_id_that_spells_nothing_takes_in_no_word_after_it(text, value):  # as before
+    assert [v for _, v in found(text)] == [value]

@@ -414,3 +414,32 @@ def test_doubted_words_after_a_title_are_a_name_whatever_they_spell(det):
                   [("the", .9), ("boss", .9), ("uncle", .9), ("at", .3), ("Ambo", .4), ("dandas", .2)],
                   [("see", .9), ("the", .9), ("doctor", .9), ("tomorrow", .9), ("morning", .9)]):
         assert not any(s == "title-doubt" for *_, s in heard(words)), words
+
+
+@pytest.mark.parametrize("text,run", [
+    ("my surname is Tan, T for tango, A for alpha, N for November.", "T for tango, A for alpha, N for November."),
+    ("the name is Lim, L for London, I for India, M for Mary, okay", "L for London, I for India, M for Mary,"),
+    ("the email is J for John, K O H at gmail", "J for John, K O H"),
+    ("reference sierra kilo bravo, thanks", "sierra kilo bravo,"),
+    # as the recogniser wrote "T for tango, A for alpha, N for November" in two voices
+    ("My surname is Stan spelled T4 tango the for alpha and for November", "T4 tango the for alpha and for November"),
+    ("my surname is Tan, spelled T four tango the four alpha, end for November",
+     "T four tango the four alpha, end for November"),
+])
+def test_letters_spelled_with_words_are_a_spelled_run(text, run):
+    from deid_speech.ner.spacy_ner import spelled_runs
+
+    assert [" ".join(w.text for w in r) for r in spelled_runs(make_transcript(text).words)] == [run]
+
+
+@pytest.mark.parametrize("text", [
+    "sorry ah the last letter is A or H? A for apple",  # one letter spelled: no run
+    "we played golf at the hotel with Mike",  # spelling-alphabet words apart are words
+    "S for small, M for medium, L for large",  # sizes
+    "we went for golf and for tango lessons",  # "for" and a spelling-alphabet word, no letter
+    "call nine one two for Mike",
+])
+def test_words_that_spell_fewer_than_three_letters_are_no_spelled_run(text):
+    from deid_speech.ner.spacy_ner import spelled_runs
+
+    assert spelled_runs(make_transcript(text).words) == []

@@ -194,7 +194,7 @@ def canonical_numbers(text: str) -> str:
 
     toks = text.replace("@", " at ").split()
     out, k = [], 0
-    for a, b, sym in normalize_tokens(toks):
+    for a, b, sym in normalize_tokens(toks, spelled=False):  # "D for David" stays three words
         if not any(c.isdigit() for c in sym.text):
             continue  # letters alone ("IC", "CAT") stay words
         out += toks[k:a] + list(sym.text.lower())

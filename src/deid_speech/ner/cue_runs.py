@@ -18,10 +18,12 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    word with its unit word after it, a digit pair's first half ("eighty six, sixty six",
    not "twenty" alone); a homophone of a digit or letter ("to"/"too" 2, "for" 4, "won" 1,
    "ate" 8, "tree"/"free" 3, "fife" 5, "sex" 6, "heaven" 7, "nein" 9, "why"/"wide" Y, "see"
-   C, "are" R, "you" U, "ex" X, "oh" 0); "double"/"triple"; a joiner ("dash", "uh"); or a
-   word the recogniser itself doubted (probability under :data:`LOW_PROB`). One other word may stand inside
-   a run when identifier tokens follow it ("81 is the one 47": two words at most, and
-   then only between symbols). A word that is a symbol only by its sound ("I", "to",
+   C, "are" R, "you" U, "ex" X, "oh" 0); a letter spelled with a word ("D for David", "S as in
+   Sugar": one letter, its words with it) or a word of the spelling alphabet ("sierra kilo");
+   "double"/"triple"; a joiner ("dash", "uh"); or a word the recogniser itself doubted
+   (probability under :data:`LOW_PROB`). One other word may stand inside a run when
+   identifier tokens follow it ("81 is the one 47": two words at most, and then only
+   between symbols). A word that is a symbol only by its sound ("I", "to",
    "for", "a") after such a word does not renew that budget, and ends no run: "card six
    nine seven seven the rest I don't want to say" holds only "six nine seven seven". A run
    does not start with a word that is a symbol only by its sound ("I", "you", "for", "it")
@@ -71,7 +73,16 @@ from deid_speech.ner.patterns import CUE_WORDS as _LABEL_CUE_WORDS
 from deid_speech.ner.patterns import CUES, MAIL_PROVIDERS, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
-from deid_speech.spoken import REPEAT_WORDS, TENS_WORDS, WEAK_WORDS, clean_token, digit_pair, token_symbols
+from deid_speech.spoken import (
+    REPEAT_WORDS,
+    SPELLING_ALPHABET,
+    TENS_WORDS,
+    WEAK_WORDS,
+    clean_token,
+    digit_pair,
+    spelled_letter,
+    token_symbols,
+)
 from deid_speech.types import Span, Transcript, Word
 
 SCORE = 0.6
@@ -136,7 +147,7 @@ def _symbol(word: Word, nxt: Word | None = None) -> str | None:
     if t in TENS_WORDS:
         pair = nxt is not None and digit_pair(word.text, nxt.text)
         return TENS_WORDS[t] if pair else None
-    return HOMOPHONES.get(t)
+    return HOMOPHONES.get(t) or SPELLING_ALPHABET.get(t)  # after a cue, "sierra" is S
 
 
 def _ends_clause(word: Word) -> bool:
@@ -197,12 +208,25 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
     first = last = k
     parts: list[tuple[int, str]] = []  # (token, the symbols it added)
     inside, repeat, group = 0, 1, k  # group: where the symbols just before k began
+    texts = [w.text for w in words]
     while k < n and k - first < MAX_RUN:
         w = words[k]
         t = clean_token(w.text)
         held = sum(len(x) for _, x in parts)
         if t in CUE_WORDS and k > first:
             break  # another cue: what follows is the entity it announces
+        spelled = spelled_letter(texts, k)
+        if spelled is not None and spelled[1] > k:  # "D for David": one letter, with the words that spell it
+            if not parts or parts[-1][0] != k - 1:
+                group = k
+            k = spelled[1]
+            w = words[k]
+            parts.append((k, spelled[0] * repeat))
+            repeat, inside = 1, 0
+            if _ends_clause(w) or (w.text.rstrip().endswith(",") and not _goes_on(words, k + 1)):
+                break
+            k += 1
+            continue
         if t in NON_PII_AFTER:  # "six pm", "two dollars": the number before it is no part of the run
             if parts and parts[-1][0] == k - 1 and any(j < group for j, _ in parts):
                 parts = [(j, x) for j, x in parts if j < group]

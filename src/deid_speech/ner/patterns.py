@@ -385,7 +385,7 @@ class PatternDetector:
                 lo = sym.owner[h.lo]
                 if h.label == "PHONE" and lo > 0 and clean_token(tokens[lo - 1]) in ("plus", "+"):
                     lo -= 1  # "plus six five ..." belongs to the number
-                ws = list(words[lo: sym.owner[h.hi - 1] + 1])
+                ws = list(words[lo: sym.last(h.hi - 1) + 1])  # a spelled letter reaches its word ("D for David")
                 spans.append(span_from_words(transcript, ws, h.label, h.score, self.name))
         spans.extend(self._emails(transcript))
         return spans

@@ -364,28 +364,56 @@ def _is_letter(w: Word) -> bool:
     return bool(re.fullmatch(r"-?[A-Za-z]\.?[,?!]?", w.text.strip()))
 
 
+def _starts_letter(texts: list[str], k: int) -> bool:
+    """Whether a letter is spelled at ``texts[k]`` (a single letter, or a strong spelling)."""
+    from deid_speech.spoken import spelled_letter
+
+    if k >= len(texts):
+        return False
+    spelled = spelled_letter(texts, k)
+    return bool(re.fullmatch(r"-?[A-Za-z]\.?[,?!]?", texts[k].strip())) or (spelled is not None and not spelled[2])
+
+
 def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[list[Word]]:
     """Runs of at least ``min_len`` single spelled letters ("N U R H I D A Y A H") with no
     number next to them: in a call that is a name, an e-mail or an ID spelled out, whatever
-    the recogniser made of the words around it ("annual R H I D A Y A H")."""
+    the recogniser made of the words around it ("annual R H I D A Y A H"). A letter spelled
+    with a word ("T for tango, A for Apple", "sierra kilo": :func:`deid_speech.spoken.spelled_letter`)
+    is one letter of a run, with its words."""
+    from deid_speech.spoken import spelled_letter
+
     runs: list[list[Word]] = []
     words = list(words)
+    texts = [w.text for w in words]
 
     def numeric(k: int) -> bool:
         t = words[k].text.strip(" .,?!-").lower() if 0 <= k < len(words) else ""
         return t in _NUMBER_WORDS or any(c.isdigit() for c in t)
 
-    cur: list[int] = []
-    for k in range(len(words) + 1):
+    cur: list[int] = []  # the run's words
+    letters: list[str] = []  # its letters, one per letter spelled
+    k = 0
+    while k <= len(words):
+        spelled = spelled_letter(texts, k) if k < len(words) else None
+        # a weak word spelling ("and for November") counts next to other letters only
+        if spelled is not None and (not spelled[2] or (spelled[1] > k and (cur or _starts_letter(texts, spelled[1] + 1)))):
+            cur += range(k, spelled[1] + 1)
+            letters.append(spelled[0].lower())
+            k = spelled[1] + 1
+            continue
         if k < len(words) and _is_letter(words[k]):
             cur.append(k)
+            letters.append(words[k].text.strip(" .,?!-").lower())
+            k += 1
             continue
-        if len(cur) > min_len and words[cur[-1]].text.strip() == "I" and words[cur[-2]].text.rstrip().endswith(","):
+        if len(letters) > min_len and words[cur[-1]].text.strip() == "I" and words[cur[-2]].text.rstrip().endswith(","):
             cur.pop()  # "F I N, I tell": the pronoun
-        if len(cur) >= min_len and not (numeric(cur[0] - 1) or numeric(cur[-1] + 1)) \
-                and "".join(c for i in cur for c in words[i].text.lower() if c.isalpha()) not in ACRONYMS:
+            letters.pop()
+        if len(letters) >= min_len and not (numeric(cur[0] - 1) or numeric(cur[-1] + 1)) \
+                and "".join(letters) not in ACRONYMS:
             runs.append([words[i] for i in cur])
-        cur = []
+        cur, letters = [], []
+        k += 1
     return runs
 
 
