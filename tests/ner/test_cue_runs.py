@@ -310,3 +310,41 @@ def test_a_letter_spelled_with_a_word_after_a_cue_is_captured_with_that_word(tex
 ])
 def test_for_after_an_id_that_spells_nothing_takes_in_no_word_after_it(text, value):  # as before
     assert [v for _, v in found(text)] == [value]
+
+
+@pytest.mark.parametrize("text,value", [
+    ("the CVV is one two three okay", "one two three"),
+    ("the three digits at the back is four five six", "four five six"),
+    ("security code seven eight nine thank you", "seven eight nine"),
+    ("and the CVC, uh, four four two", "four four two"),
+    ("expiry date is oh eight twenty seven", "oh eight twenty seven"),
+    ("card expires zero eight slash two seven", "zero eight slash two seven"),
+    ("the digits behind are nine one two", "are nine one two"),  # "are" may be an R
+    ("valid thru oh nine twenty eight ya", "oh nine twenty eight"),
+    # as the recogniser wrote them for a voiced probe (docs/results.md §0ba)
+    ("ok last step, the CVV at the back of the card four one seven ok", "four one seven"),
+    ("sorry the card code again, seven seven three", "seven seven three"),
+    ("the three digit at the back is nine two six lah", "nine two six"),
+])
+def test_a_cards_security_code_or_expiry_is_the_cards_data(text, value):
+    assert ("CREDIT_CARD", value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "please call me back at six pm",
+    "the queue number at the back is four five six",
+    "the promo code is one two three four",
+    "the security code for the door is one two three four",
+    "sit at the back row seven",
+    "my card expires in three months",
+    "the numbers at the back of the form are one two three",
+])
+def test_look_alikes_of_a_security_code_stay_audible(text):
+    assert found(text) == []
+
+
+def test_a_card_number_then_its_expiry_and_code_are_all_redacted():
+    spans = found("my card is four one one one one one one one one one one one one one one one, "
+                  "expiry zero eight two seven, CVV one two three")
+    assert [label for label, _ in spans] == ["CREDIT_CARD"] * 3
+    assert [v for _, v in spans][1:] == ["zero eight two seven", "one two three"]

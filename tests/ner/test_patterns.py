@@ -266,6 +266,9 @@ class _NerLike:
     ("the total is 88400 dollars", "BANK_ACCOUNT", False),
     ("my account number is two zero two four one one zero eight three three", "BANK_ACCOUNT", True),
     ("reference S1234567D is my IC", "NRIC", True),  # a valid NRIC is no look-alike in any context
+    ("the security code is seven eight nine", "CREDIT_CARD", True),  # a card's, not a promo code
+    ("the card code is seven eight nine", "CREDIT_CARD", True),
+    ("the promo code is seven eight nine", "CREDIT_CARD", False),
 ])
 def test_every_detectors_numbers_in_look_alike_context_stay_audible(text, label, kept):
     from deid_speech.ner.patterns import lookalike

@@ -63,6 +63,10 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    ("JasonTayasgmail") or a provider or dotted word followed by a dotted top-level domain
    ("iCloud .com", ".tanandsonsmotors .com") anchors an address that extends back over up
    to three words of local part.
+9. **A card's security code or expiry**: after "CVV", "CVC", "security code", "card code",
+   "(three) digits at the back" or "behind", "expiry", "expires", "valid thru", a run of 3-4
+   symbols with at least 3 digits is the card's data, redacted as CREDIT_CARD (a card's
+   security code must never be kept, PCI DSS; the card number itself is rule 4's).
 """
 from __future__ import annotations
 
@@ -70,7 +74,16 @@ import re
 
 from deid_speech.ner.base import register, span_from_words
 from deid_speech.ner.patterns import CUE_WORDS as _LABEL_CUE_WORDS
-from deid_speech.ner.patterns import CUES, MAIL_PROVIDERS, NON_PII_AFTER, NON_PII_BEFORE, PROVIDERS, cue_label, id_label
+from deid_speech.ner.patterns import (
+    CUES,
+    MAIL_PROVIDERS,
+    NON_PII_AFTER,
+    NON_PII_BEFORE,
+    PROVIDERS,
+    SECURITY_CODE,
+    cue_label,
+    id_label,
+)
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
 from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
 from deid_speech.spoken import (
@@ -92,10 +105,17 @@ MAX_LEAD = 5
 MAX_RUN = 24
 MAX_INSIDE = 2
 MIN_SYMBOLS = {"PHONE": 4, "CREDIT_CARD": 6, "BANK_ACCOUNT": 5, "NRIC": 3, "PASSPORT_NUM": 3,
-               "CAR_PLATE": 3, "?": 4}
-# the most symbols one entity of a label holds ("+65 9123 4567"; 19-digit cards; "SKV4127X")
+               "CAR_PLATE": 3, "CARD_CODE": 3, "?": 4}
+# the most symbols one entity of a label holds ("+65 9123 4567"; 19-digit cards; "SKV4127X"; a
+# security code or an expiry "0827")
 MAX_SYMBOLS = {"PHONE": 10, "CREDIT_CARD": 19, "BANK_ACCOUNT": 16, "NRIC": 9, "PASSPORT_NUM": 9,
-               "CAR_PLATE": 8, "?": 19}
+               "CAR_PLATE": 8, "CARD_CODE": 4, "?": 19}
+# a card's security code or expiry (rule 9): redacted as CREDIT_CARD, the card's data
+CARD_CODE_CUES = frozenset("cvv cvv2 cvc cvc2 csc expiry expiration expires expire exp".split())
+CARD_CODE_NAMES = frozenset("digits digit numbers number card cvv cvc code".split())  # "... at the back"
+CARD_CODE_LEAD = frozenset("date again at the back of card".split())  # between such a cue and its digits
+CARD_CODE_BEFORE = {"code": tuple(SECURITY_CODE), "back": ("at", "the"), "behind": ("digits", "numbers"),
+                    "thru": ("valid",), "through": ("valid",), "till": ("valid",), "until": ("valid",)}
 # the symbols of a whole entity of the labels whose entities all have one length (NRIC "S1234567D",
 # passport "K1234567R"): a run that holds fewer may end in words the recogniser made of the rest
 # (see _rest; phones too bought nothing on the dev part), each at most SYMBOL_S seconds of speech
@@ -129,7 +149,7 @@ _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thous
 # the words that announce an entity: inside a run they end it (the entity they announce is
 # another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."); before it
 # they are glue, unless they read as symbols ("IC" may be a garbled plate's letters)
-CUE_WORDS = _LABEL_CUE_WORDS | EMAIL_CUES | DATE_CUES
+CUE_WORDS = _LABEL_CUE_WORDS | EMAIL_CUES | DATE_CUES | CARD_CODE_CUES
 
 
 SOUND_ONLY = WEAK_WORDS | frozenset(HOMOPHONES)
@@ -167,6 +187,8 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
         return "EMAIL"
     if t in DATE_CUES:
         return "DATE"
+    if t in CARD_CODE_CUES or _card_code_phrase(tokens, k):
+        return "CARD_CODE"
     for label, words in CUES.items():
         if (t in words or _stem(t) in words) and label in MIN_SYMBOLS:
             return label
@@ -177,6 +199,19 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
                 return label
         return "?"
     return None
+
+
+def _card_code_phrase(tokens: list[str], k: int) -> bool:
+    """Whether ``tokens[k]`` ends a phrase that announces a card's security code or expiry:
+    "security code", "card code", "(the three) digits at the back", "digits behind", "valid
+    thru"."""
+    before = CARD_CODE_BEFORE.get(tokens[k])
+    if before is None or k == 0 or tokens[k - 1] not in before:
+        return False
+    if tokens[k] == "back":  # "... digits at the back", "CVV at the back of the card", not "call me back"
+        return (any(t in CARD_CODE_NAMES for t in tokens[max(0, k - 5): k])
+                or tokens[k + 1: k + 4] == ["of", "the", "card"])
+    return True
 
 
 def _is_symbolic(w: Word, nxt: Word | None = None) -> bool:
@@ -433,11 +468,20 @@ class CueRunDetector:
                 if r:
                     out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "DATE", SCORE, self.name))
                 continue
-            run = _run(words, k + 1, max_symbols=MAX_SYMBOLS[label])
+            start = k + 1
+            while label == "CARD_CODE" and start < len(tokens) and tokens[start] in CARD_CODE_LEAD:
+                start += 1  # "expiry date is", "the card code again, ...", "at the back of the card"
+            run = _run(words, start, max_symbols=MAX_SYMBOLS[label])
             if run is None:
                 continue
             first, last, symbols = run
             label = _guess_label(symbols) if label == "?" and symbols else label
+            if label == "CARD_CODE":  # "security code": the cue's own "code" is no look-alike's context word
+                context = [t for j, t in enumerate(tokens[max(0, k - 5): first], max(0, k - 5)) if j != k]
+                if len(symbols) >= MIN_SYMBOLS[label] and sum(c.isdigit() for c in symbols) >= 3 \
+                        and not set(context) & NON_PII_BEFORE and not _vetoed([""] * first + tokens[first:], first, last):
+                    out.append(span_from_words(transcript, list(words[first:last + 1]), "CREDIT_CARD", SCORE, self.name))
+                continue
             if label != "?" and len(symbols) >= MIN_SYMBOLS[label] and not _vetoed(tokens, first, last):
                 last = _rest(words, tokens, last, FULL.get(label, 0) - len(symbols))
                 out.append(span_from_words(transcript, list(words[first:last + 1]), label, SCORE, self.name))

@@ -270,7 +270,7 @@ def lookalike(span: Span, transcript: Transcript) -> bool:
     tokens = [w.text for w in transcript.words]
     before = [clean_token(t) for t in tokens[max(0, idx[0] - 3): idx[0]]]
     after = {clean_token(t) for t in tokens[idx[-1] + 1: idx[-1] + 3]}
-    named = [j for j, t in enumerate(before) if t in NON_PII_BEFORE]
+    named = [j for j, t in enumerate(before) if t in NON_PII_BEFORE and not security_code(before, j)]
     # the context word names this number ("reference number is ...", "code 1234"), not some
     # other thing said before it ("please block it, thanks, double eight ...")
     if not (after & NON_PII_AFTER) and not (named and all(t in LOOKALIKE_GLUE for t in before[named[-1] + 1:])):
@@ -293,11 +293,22 @@ def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
     idx = [k for k, w in enumerate(transcript.words) if w.start < span.end and span.start < w.end]
     for k in range(idx[0] - 1, max(-1, idx[0] - window - 1), -1) if idx else ():
         t = clean_token(transcript.words[k].text)
+        if security_code([clean_token(w.text) for w in transcript.words], k):
+            return True
         if t in NON_PII_BEFORE:
             return False
         if t in CUE_WORDS:
             return True
     return False
+
+
+SECURITY_CODE = frozenset("security card verification".split())  # "security code": a card's, no promo code
+
+
+def security_code(tokens: list[str], k: int) -> bool:
+    """Whether ``tokens[k]`` is the "code" of a card's security code ("security code", "card
+    code", "verification code"): a PII cue, not a look-alike's context word."""
+    return tokens[k] == "code" and k > 0 and tokens[k - 1] in SECURITY_CODE
 
 
 # words that may stand between a cue and the number it announces ("account number is ...");
