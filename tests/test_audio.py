@@ -340,3 +340,31 @@ def test_a_dithered_track_gives_every_slice_the_values_of_the_whole_dither():
         DitheredTrack(x, 9)[::2]
     with pytest.raises(ValueError):
         DitheredTrack(np.zeros((10, 2), np.float32), 9)
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_float_file_keeps_its_samples_beyond_full_scale_outside_the_redactions(tmp_path, streamed):
+    """A float WAV may hold samples over 1.0 (a hot mix); its redacted copy clipped them, so
+    audio outside every redaction changed."""
+    import soundfile as sf
+
+    from deid_speech.audio import AudioFile, load, save
+    from deid_speech.redact import Operator, RedactOptions, redact_audio, speech_level
+    from deid_speech.types import Span
+
+    t = np.arange(3 * 16000) / 16000
+    x = (3.0 * np.sin(2 * np.pi * 200 * t)).astype(np.float32)  # peaks at 3x full scale
+    src, out = tmp_path / "hot.wav", tmp_path / "hot.redacted.wav"
+    sf.write(src, x, 16000, subtype="FLOAT")
+    spans = [Span(1.0, 1.5, "PHONE")]
+    options = RedactOptions(labels=(("PHONE", Operator(audio="silence", pad_before=0.0, pad_after=0.0)),))
+    whole = load(src)
+    if streamed:
+        AudioFile.open(src).write_redacted(out, spans, options, speech_level(whole.samples, 16000))
+    else:
+        save(redact_audio(whole, spans, options), out)
+    got, _ = sf.read(out, dtype="float32")
+    assert sf.info(out).subtype == "FLOAT"
+    outside = np.r_[0:16000, 24000:48000]
+    assert np.array_equal(got[outside], x[outside]) and np.abs(got).max() == pytest.approx(3.0, rel=1e-3)
+    assert np.abs(got[16000:24000]).max() == 0.0
