@@ -251,7 +251,8 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
         if t in CUE_WORDS and k > first:
             break  # another cue: what follows is the entity it announces
         spelled = spelled_letter(texts, k)
-        if spelled is not None and spelled[1] > k:  # "D for David": one letter, with the words that spell it
+        # "D for David": one letter, with the words that spell it ("and for November" only inside a run)
+        if spelled is not None and spelled[1] > k and (not spelled[2] or parts):
             if not parts or parts[-1][0] != k - 1:
                 group = k
             k = spelled[1]

@@ -360,8 +360,11 @@ def name_part(span: Span, transcript: Transcript) -> Span | None:
     return span_from_words(transcript, ws[:cut], span.label, span.score, span.source)
 
 
+_LETTER = re.compile(r"-?[A-Za-z]\.?[,?!]?")  # a word that is one spelled letter ("T", "-H", "E.")
+
+
 def _is_letter(w: Word) -> bool:
-    return bool(re.fullmatch(r"-?[A-Za-z]\.?[,?!]?", w.text.strip()))
+    return bool(_LETTER.fullmatch(w.text.strip()))
 
 
 def _starts_letter(texts: list[str], k: int) -> bool:
@@ -371,7 +374,7 @@ def _starts_letter(texts: list[str], k: int) -> bool:
     if k >= len(texts):
         return False
     spelled = spelled_letter(texts, k)
-    return bool(re.fullmatch(r"-?[A-Za-z]\.?[,?!]?", texts[k].strip())) or (spelled is not None and not spelled[2])
+    return bool(_LETTER.fullmatch(texts[k].strip())) or (spelled is not None and not spelled[2])
 
 
 def spelled_runs(words: list[Word] | tuple, min_len: int = SPELLED_MIN) -> list[list[Word]]:
