@@ -291,9 +291,10 @@ def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
     a PII label ("IC", "card", "account"; :data:`CUES`) rather than a look-alike's
     (:data:`NON_PII_BEFORE`): "my IC S ..." is, "order number, S G ..." is not."""
     idx = [k for k, w in enumerate(transcript.words) if w.start < span.end and span.start < w.end]
+    tokens = [clean_token(w.text) for w in transcript.words]
     for k in range(idx[0] - 1, max(-1, idx[0] - window - 1), -1) if idx else ():
-        t = clean_token(transcript.words[k].text)
-        if security_code([clean_token(w.text) for w in transcript.words], k):
+        t = tokens[k]
+        if security_code(tokens, k):
             return True
         if t in NON_PII_BEFORE:
             return False
