@@ -109,6 +109,7 @@ def test_spoken_quantities_are_numbers_not_digit_strings(spoken, not_read):
     ("sierra kilo bravo nine zero one two zulu", ["SKB9012Z"]),  # the spelling alphabet
     ("passport K one two three four five six seven, E for echo", ["K1234567E"]),
     ("see for Charlie", ["C"]),  # a letter name spelled
+    ("S double you B one two three four C", ["SWB1234C"]),  # W's name, not "UU"
 ])
 def test_a_letter_spelled_with_a_word_is_that_letter(text, expected):
     assert symbols(text) == expected

@@ -155,8 +155,12 @@ def spelled_letter(tokens: list[str], i: int) -> tuple[str, int, bool] | None:
       a short word ("and for November", "the four alpha": weak, since "went for golf" is no
       spelling; a spelled run takes it next to other letters).
     - A word of the spelling alphabet alone ("sierra", "kilo"): its letter; weak (an ordinary
-      word too: "golf", "hotel", "Victor") unless a word beside it is one as well."""
+      word too: "golf", "hotel", "Victor") unless a word beside it is one as well.
+    - "double you" (or "double u"): W, the letter's name, not "UU"."""
     t = clean_token(tokens[i])
+    if t == "double" and i + 1 < len(tokens) and clean_token(tokens[i + 1]) in ("you", "u") \
+            and not tokens[i].rstrip().endswith((",", ".", "?", "!")):
+        return "W", i + 1, False
     if t in SPELLING_ALPHABET:
         beside = any(0 <= k < len(tokens) and clean_token(tokens[k]) in SPELLING_ALPHABET for k in (i - 1, i + 1))
         return SPELLING_ALPHABET[t], i, not beside

@@ -421,6 +421,7 @@ def test_doubted_words_after_a_title_are_a_name_whatever_they_spell(det):
     ("the name is Lim, L for London, I for India, M for Mary, okay", "L for London, I for India, M for Mary,"),
     ("the email is J for John, K O H at gmail", "J for John, K O H"),
     ("reference sierra kilo bravo, thanks", "sierra kilo bravo,"),
+    ("my name is Wong, double you O N G", "double you O N G"),
     # as the recogniser wrote "T for tango, A for alpha, N for November" in two voices
     ("My surname is Stan spelled T4 tango the for alpha and for November", "T4 tango the for alpha and for November"),
     ("my surname is Tan, spelled T four tango the four alpha, end for November",
