@@ -22,7 +22,6 @@ ASR training data (``out/datasets/asr/train``), never on a test part.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import refuse_test_part, report  # noqa: E402
-from deid_speech import dtmf  # noqa: E402
+from deid_speech import dtmf, manifest  # noqa: E402
 from deid_speech.audio import for_recognition, load  # noqa: E402
 from deid_speech.intervals import covered, union  # noqa: E402
 from deid_speech.redact import RedactOptions, redaction_regions  # noqa: E402
@@ -47,14 +46,9 @@ TALK_OFF = ("out/benchmark/dev/utterances/manifest.jsonl", "out/benchmark/dev/ca
             "out/real-more-phone/manifest.jsonl")
 
 
-def _speech(manifest: Path) -> list[np.ndarray]:
-    base = manifest.parent
-    out = []
-    for line in manifest.read_text().splitlines():
-        if line.strip():
-            p = Path(json.loads(line)["audio"])
-            out.append(load(p if p.is_absolute() else base / p).mono16k())
-    return out
+def _speech(path: Path) -> list[np.ndarray]:
+    """The 16 kHz audio of every record of a manifest."""
+    return [load(r.audio).mono16k() for r in manifest.read(path, need=("audio",), check_audio=False, line_ids=False)]
 
 
 def _at(x: np.ndarray, dbfs: float) -> np.ndarray:

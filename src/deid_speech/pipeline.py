@@ -377,7 +377,12 @@ class RedactResult:
     # {"channel", "transcript", "redacted" (Transcripts), "spans" (that channel's)}
     blanks: list[Span] = field(default_factory=list)  # beeped too: uncovered speech (--uncovered beep), keypad tones
     source: tuple[float, int, int] = (0.0, 0, 0)  # the input's duration, sample rate, channel count
-    keypad: list[tuple[float, float]] = field(default_factory=list)  # keypad (DTMF) tones, always beeped
+
+    @property
+    def keypad(self) -> list[tuple[float, float]]:
+        """The stretches of keypad (DTMF) tones, beeped whatever the settings: ``blanks`` from
+        the keypad-tone detector."""
+        return [(s.start, s.end) for s in self.blanks if s.source == "keypad"]
 
     @property
     def redacted_transcript(self) -> str:
@@ -910,9 +915,8 @@ class Redactor:
                             "recogniser and could not be checked for PII (--uncovered fail)")
         if self.config.uncovered == "beep":  # what could not be checked is not let through
             blanks = [Span(a, b, source="uncovered") for a, b in uncovered]
-        keypad = sorted(keypad)
-        blanks += [Span(a, b, source="keypad") for a, b in keypad]
-        return RedactResult(None, spans, first, redacted[0], uncovered, verification, channels, blanks, source, keypad)
+        blanks += [Span(a, b, source="keypad") for a, b in sorted(keypad)]
+        return RedactResult(None, spans, first, redacted[0], uncovered, verification, channels, blanks, source)
 
 
 def _handed_on(items: list):

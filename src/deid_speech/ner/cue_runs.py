@@ -363,9 +363,13 @@ def _guess_label(symbols: str) -> str:
 
 
 def _vetoed(tokens: list[str], first: int, last: int) -> bool:
-    before = set(tokens[max(0, first - 3): first])
+    return bool(set(tokens[max(0, first - 3): first]) & NON_PII_BEFORE) or _unit_after(tokens, last)
+
+
+def _unit_after(tokens: list[str], last: int) -> bool:
+    """Whether a unit or time word ("dollars", "pm") follows the run that ends at ``last``."""
     after = set([t for t in tokens[last + 1: last + 6] if t not in FILLERS][:2])  # "six uh er dollars"
-    return bool(before & NON_PII_BEFORE) or bool(after & NON_PII_AFTER)
+    return bool(after & NON_PII_AFTER)
 
 
 def _email_after_cue(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
@@ -480,7 +484,7 @@ class CueRunDetector:
             if label == "CARD_CODE":  # "security code": the cue's own "code" is no look-alike's context word
                 context = [t for j, t in enumerate(tokens[max(0, k - 5): first], max(0, k - 5)) if j != k]
                 if len(symbols) >= MIN_SYMBOLS[label] and sum(c.isdigit() for c in symbols) >= 3 \
-                        and not set(context) & NON_PII_BEFORE and not _vetoed([""] * first + tokens[first:], first, last):
+                        and not set(context) & NON_PII_BEFORE and not _unit_after(tokens, last):
                     out.append(span_from_words(transcript, list(words[first:last + 1]), "CREDIT_CARD", SCORE, self.name))
                 continue
             if label != "?" and len(symbols) >= MIN_SYMBOLS[label] and not _vetoed(tokens, first, last):
