@@ -52,7 +52,7 @@ def test_redact_file_writes_audio_and_json_next_to_input(call):
     assert info.frames == sf.info(call).frames
     d = json.loads(json_out.read_text())
     assert set(d) >= {"file", "duration", "sample_rate", "system", "asr_model", "spans", "redacted_transcript"}
-    assert "transcript" not in d and d["schema_version"] == 4
+    assert "transcript" not in d and d["schema_version"] == 5
     assert d["system"] == "cascade" and d["asr_model"] == "fake" and d["sample_rate"] == 44100
     (span,) = d["spans"]
     assert set(span) == {"label", "start", "end", "score", "source"}  # no clear text in a shared report
@@ -1242,3 +1242,16 @@ def test_the_redactor_drops_the_cue_a_detector_took_into_a_number():
     assert tr.words[2].end <= account.start <= tr.words[3].start and account.end >= tr.words[14].end
     assert account.text.startswith("five five three")
     assert name.start <= tr.words[16].start
+
+
+def test_a_secret_said_aloud_is_beeped_and_named_secret_by_the_default_detectors(call):
+    text = "ok my OTP is four eight two nine one three and my number is nine one two three four five six seven"
+    r = Redactor(RedactConfig(verify=False), asr=FakeAsr(text))
+    _, json_out, result = redact_file(r, call, None, {call.resolve()})
+    d = json.loads(json_out.read_text())
+    assert [s["label"] for s in d["spans"]] == ["SECRET", "PHONE"]
+    assert d["redacted_transcript"] == "ok my OTP is [SECRET_1] and my number is [PHONE_1]"
+    assert "eight" not in json_out.read_text()
+    # a label left out is left audible, as any other
+    kept = Redactor(RedactConfig(verify=False, labels=("PHONE",)), asr=FakeAsr(text))
+    assert [s.label for s in kept.detect(make_transcript(text))] == ["PHONE"]

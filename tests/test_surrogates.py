@@ -432,3 +432,13 @@ def test_a_surrogate_is_never_another_real_value_of_the_call():
         tr.avoid(spans)
         out = {tr.replacement(s).lower() for s in spans}
         assert not out & {n.lower() for n in real}, (seed, out)
+
+
+def test_a_secret_gets_fresh_digits_of_its_length_and_keeps_none_of_its_words():
+    s = Surrogates(key=b"k")
+    pin = s.replace("SECRET", "four four nine one")
+    assert not has_digit(pin) and len(value_key("SECRET", pin)) == 4 and value_key("SECRET", pin) != "4491"
+    otp = s.replace("SECRET", "482913")
+    assert re.fullmatch(r"\d{6}", otp) and otp != "482913"
+    password = s.replace("SECRET", "sunshine one two three")
+    assert "sunshine" not in password and len(value_key("SECRET", password)) == 4

@@ -60,7 +60,7 @@ from deid_speech.audio import write_text_atomic
 from deid_speech.errors import DeidError
 from deid_speech.make_dataset import Arm, DatasetConfig, config_record, parse_arms, read_config
 from deid_speech.systems import RECOGNISER, TABLE, TRAINABLE
-from deid_speech.types import LABELS
+from deid_speech.types import PAPER_LABELS
 
 SYSTEMS = TRAINABLE  # the systems whose model the matrix trains (cascade: its NER; e2e)
 TEST_SETS = ("test", "test_telephone")
@@ -465,7 +465,7 @@ def summarise(rows: list[dict]) -> list[dict]:
             mean, sd = _mean_sd(xs)
             entry[m], entry[m + "_sd"] = round(mean, 4), (round(sd, 4) if sd is not None else None)
         entry["per_label_f1"] = {lab: round(statistics.fmean([r["per_label"].get(lab, {}).get("f1", 0.0)
-                                                             for r in rs]), 4) for lab in LABELS}
+                                                             for r in rs]), 4) for lab in PAPER_LABELS}
         table.append(entry)
     return table
 
@@ -499,11 +499,11 @@ def markdown(results: dict) -> str:
                                f"**{_cell(e, 'f1')}** | {_cell(e, 'leak')} | {_cell(e, 'over_redaction')} |")
             out.append("")
     out += ["## Per label (label-exact F1 %, mean over seeds)", "",
-            "| system | test | training data | " + " | ".join(LABELS) + " |",
-            "|---|---|---|" + "---:|" * len(LABELS)]
+            "| system | test | training data | " + " | ".join(PAPER_LABELS) + " |",
+            "|---|---|---|" + "---:|" * len(PAPER_LABELS)]
     for e in results["table"]:
         out.append(f"| {e['system']} | {e['test']} | {e['arm']} | "
-                   + " | ".join(f"{100 * e['per_label_f1'][lab]:.0f}" for lab in LABELS) + " |")
+                   + " | ".join(f"{100 * e['per_label_f1'][lab]:.0f}" for lab in PAPER_LABELS) + " |")
     out += ["", f"Total wall time of the steps: {results['wall_s'] / 60:.1f} min."]
     return "\n".join(out) + "\n"
 

@@ -23,9 +23,9 @@ from deid_speech.redact import (
 from deid_speech.systems import MAX_VERIFY_PASSES, RECOGNISER, VERIFIER, VERIFY_PASSES
 from deid_speech.types import LABELS, Recognition, Recognizer, Span, Transcript, Word
 
-SCHEMA_VERSION = 4  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
+SCHEMA_VERSION = 5  # 2: the redacted report holds no clear text (the clear one is X.pii.json, opt-in);
 # 3: operators per label (audio, text, padding before/after) replace mode/padding; a run of
-# redacted words is one word; 4: keypad_tones (the keypad tones beeped)
+# redacted words is one word; 4: keypad_tones (the keypad tones beeped); 5: the label SECRET
 UNCOVERED_ACTIONS = ("beep", "fail", "warn")
 
 

@@ -67,7 +67,7 @@ from deid_speech.values import (
 )
 
 _TRIES = 40  # bounded redraws: "not the original", a length or shape to match
-_NUMBER_LABELS = frozenset({"NRIC", "PASSPORT_NUM", "PHONE", "CREDIT_CARD", "CAR_PLATE", "BANK_ACCOUNT"})
+_NUMBER_LABELS = frozenset({"NRIC", "PASSPORT_NUM", "PHONE", "CREDIT_CARD", "CAR_PLATE", "BANK_ACCOUNT", "SECRET"})
 # Blocks libphonenumber's SG metadata does not allocate (no mobile 99, toll-free 800, ...).
 _UNALLOCATED_PHONE = ("99", "800", "6623", "694")
 _TITLES = frozenset("mr mrs ms miss mdm madam dr prof uncle auntie aunty".split())
@@ -239,6 +239,12 @@ def _person(rng: random.Random, vk: str) -> str:
     return " ".join([family] + given[:n - 1] if community == "chinese" else given[:n - 1] + [family])
 
 
+def _secret(rng: random.Random, vk: str) -> str:
+    """Fresh digits, as many as the secret's symbols (4 if it held fewer than 4): a PIN
+    stays a PIN's length; no digit of a password said in words is kept."""
+    return "".join(rng.choice("0123456789") for _ in range(max(4, sum(c.isdigit() for c in vk))))
+
+
 _GENERATORS: dict[str, Callable[[random.Random, str], object]] = {
     "PERSON": _person,
     "NRIC": _nric,
@@ -249,6 +255,7 @@ _GENERATORS: dict[str, Callable[[random.Random, str], object]] = {
     "CAR_PLATE": _plate,
     "BANK_ACCOUNT": _bank_account,
     "DATE": lambda rng, vk: _no_leap_day(gen_date(rng)),
+    "SECRET": lambda rng, vk: _secret(rng, vk),
 }
 
 

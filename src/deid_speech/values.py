@@ -4,7 +4,7 @@ and the surrogates of redaction (:mod:`deid_speech.surrogates`).
 Every generator takes a :class:`random.Random` (so runs are reproducible) and returns the
 WRITTEN form (``S8712345D``, ``91234567``, ``SKV6201B``); checksummed values (NRIC/FIN,
 card, plate) always carry the correct check character from :mod:`deid_speech.validators`.
-:data:`GENERATORS` maps each of the 9 labels to a ``rng -> str`` function.
+:data:`GENERATORS` maps each label of :data:`deid_speech.types.LABELS` to a ``rng -> str`` function.
 """
 from __future__ import annotations
 
@@ -265,6 +265,11 @@ def gen_date(rng: random.Random, start_year: int = 1940, end_year: int = 2015) -
     return datetime.date.fromordinal(rng.randint(lo, hi))
 
 
+def gen_secret(rng: random.Random) -> str:
+    """A PIN or a one-time code: 4 digits (a card PIN) or 6 (an OTP, a TAC)."""
+    return _digits(rng, rng.choice((4, 6, 6)))
+
+
 GENERATORS: dict[str, Callable[[random.Random], str]] = {
     "PERSON": gen_person,
     "NRIC": gen_nric,
@@ -275,4 +280,5 @@ GENERATORS: dict[str, Callable[[random.Random], str]] = {
     "CAR_PLATE": gen_plate,
     "BANK_ACCOUNT": lambda rng: gen_bank_account(rng)[0],
     "DATE": lambda rng: gen_date(rng).isoformat(),
+    "SECRET": gen_secret,
 }

@@ -28,6 +28,12 @@ def test_target_drops_the_space_before_each_tag():
     assert target_text(rec) == "can call me at[PHONE] nine eight[PHONE] lah"
 
 
+def test_a_label_without_a_tag_token_is_refused_not_learnt_as_text():
+    with pytest.raises(ValueError, match="SECRET has no tag token"):
+        target_text({"tagged": "my OTP is [SECRET] four eight two nine [SECRET] ok"})
+    assert "[SECRET]" not in TAG_TEXTS and len(TAG_TEXTS) == 9
+
+
 def test_every_tag_is_one_new_id_and_the_embedding_grows(tagged_model):
     model, processor, ids, before = tagged_model
     assert len(set(ids)) == len(TAG_TEXTS) and min(ids) >= before.shape[0]

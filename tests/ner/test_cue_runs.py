@@ -348,3 +348,85 @@ def test_a_card_number_then_its_expiry_and_code_are_all_redacted():
                   "expiry zero eight two seven, CVV one two three")
     assert [label for label, _ in spans] == ["CREDIT_CARD"] * 3
     assert [v for _, v in spans][1:] == ["zero eight two seven", "one two three"]
+
+
+# --- rule 10: secrets said aloud (SECRET) ----------------------------------------------------
+
+@pytest.mark.parametrize("text,value", [
+    ("ok can, my OTP is four eight two nine one three lah", "four eight two nine one three"),
+    ("the OTP is 482913", "482913"),
+    ("my ATM pin is nine eight seven six but the machine keep saying wrong", "nine eight seven six"),
+    ("the TAC, uh, is five five two one eight nine", "five five two one eight nine"),
+    ("ok the one time password is seven seven one zero four two", "seven seven one zero four two"),
+    ("the pin code is two zero two four", "two zero two four"),
+    # words between the cue and the value: where it came from, what it opens
+    ("the verification code sent to my phone is three one four one five nine", "three one four one five nine"),
+    ("the login code from the bank app SMS is seven oh seven oh seven oh funny number right?",
+     "seven oh seven oh seven oh"),
+    ("the code I got is two, no sorry, seven two nine nine oh one just came in",
+     "two, no sorry, seven two nine nine oh one"),
+    ("the TAC number I got is three one four one five nine you want me read again?", "three one four one five nine"),
+    # an agent reading it back; a repeat word; pairs; a letter or two
+    ("ok Madam, I repeat back, OTP three three nine, oh one two right?", "three three nine, oh one two"),
+    ("for phone banking my PIN is double three eight one oh five I set it last year", "double three eight one oh five"),
+    ("the phone banking PIN ah, five six, five six, three two like that", "five six, five six, three two"),
+    ("for the card activation the code is A B nine, X seven two and my email", "A B nine, X seven two"),
+])
+def test_a_pin_or_one_time_code_after_its_cue_is_a_secret(text, value):
+    assert ("SECRET", value) in found(text)
+
+
+@pytest.mark.parametrize("text,value", [
+    ("my password is sunshine one two three", "sunshine one two three"),
+    ("I changed my password to kopi peng seven seven last week but now also cannot login", "kopi peng seven seven"),
+    ("password is capital P, a, s, s, w, o, r, d, nine nine", "capital P, a, s, s, w, o, r, d, nine nine"),
+    ("so the temporary password I set for you is capital W, e, l, c, o, m, e, one two three please change",
+     "capital W, e, l, c, o, m, e, one two three"),
+    ("ok my internet banking password ah, M, Y, capital S, G, double eight like that", "M, Y, capital S, G, double eight"),
+    ("my password is tigerlily, then my username", "tigerlily"),
+    ("my app passcode is triple nine one one two correct", "triple nine one one two"),
+])
+def test_a_password_after_its_cue_is_a_secret_whatever_its_words(text, value):
+    assert ("SECRET", value) in found(text)
+
+
+@pytest.mark.parametrize("text,value", [
+    ("uh seven seven two oh that is my card PIN, you can check", "seven seven two oh"),
+    ("uh, blue tiger four four nine that one is my password for the portal", "blue tiger four four nine"),
+    ("four eight two nine one three is my OTP", "four eight two nine one three"),
+])
+def test_a_secret_said_before_its_cue_is_a_secret(text, value):
+    assert ("SECRET", value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I didn't receive the OTP",
+    "the OTP has six digits",
+    "please enter the six digit OTP now",
+    "where do I key in the six digit code, the screen got two boxes",
+    "my PIN got blocked after three tries, how to unblock?",
+    "my PIN is blocked",
+    "I forgot my password",
+    "my password is wrong",
+    "my password is not working since yesterday",
+    "the password must be at least eight characters with one number ah?",
+    "the password is case sensitive",
+    "your OTP will expire in five minutes, please do not share it",
+    "the OTP expired already, I waited too long to key in",
+    "can you pin the location to me, I cannot find the branch",
+    "the promo code is SAVE ten, can use for the roaming plan or not?",
+    "the promo code is one two three four",
+    "the postal code is five two oh one two three",
+    "the bank will never ask for your PIN or OTP over the phone",
+    "the TAC SMS came very late, like ten minutes after I request",
+    "my PIN and my IC is S one two three four five six seven D",
+])
+def test_look_alikes_of_a_secret_stay_audible(text):
+    assert not [v for label, v in found(text) if label == "SECRET"], found(text)
+
+
+def test_a_secret_is_no_phone_or_account_and_ends_before_the_next_clause():
+    spans = found("the TAC number I got is three one four one five nine you want me read again?")
+    assert [label for label, _ in spans] == ["SECRET"]  # "number" after the cue announces no account
+    assert found("the pin, uh, is four one, sorry, four seven six two I always mix up one") == [
+        ("SECRET", "four one, sorry, four seven six two")]

@@ -14,7 +14,7 @@ from deid_speech.eval.run import load_manifest
 from deid_speech.manifest import read_resumable
 from deid_speech.tts import benchmark as B
 from deid_speech.tts.voices import BENCHMARK_VOICES, DEFAULT_VOICES, HeldOutVoiceError, canonical, voices_for_split
-from deid_speech.types import LABELS, parse_tagged
+from deid_speech.types import PAPER_LABELS, parse_tagged
 
 needs_voices = pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("flite") is None,
                                   reason="espeak-ng and flite are needed (make setup installs them)")
@@ -28,7 +28,7 @@ def _labels(lines: list[str]) -> Counter:
 def test_benchmark_utterances_cover_every_label_and_look_alikes(part, per_label, pii_free):
     lines = B.read_utterances(B.SOURCE / "utterances" / f"{part}.txt")
     counts = _labels(lines)
-    assert all(counts[label] >= per_label for label in LABELS), counts
+    assert all(counts[label] >= per_label for label in PAPER_LABELS), counts
     assert sum(not parse_tagged(t)[1] for t in lines) >= pii_free
     assert len(lines) >= (100 if part == "dev" else 150)
     assert not any(ch.isdigit() or ch == "@" for t in lines for ch in t)  # spoken form only
@@ -44,7 +44,7 @@ def test_benchmark_calls_are_long_multi_turn_and_cover_every_label():
         assert {s for s, _ in turns} == {"agent", "caller"}
     for part in ("test", "test2"):
         counts = _labels([t for turns in calls[part] for _, t in turns])
-        assert all(counts[label] >= 4 for label in LABELS), (part, counts)
+        assert all(counts[label] >= 4 for label in PAPER_LABELS), (part, counts)
 
 
 def _texts(part: str) -> list[str]:

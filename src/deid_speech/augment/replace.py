@@ -21,6 +21,7 @@ from deid_speech.values import (
     gen_person,
     gen_phone,
     gen_plate,
+    gen_secret,
 )
 
 
@@ -64,6 +65,9 @@ def spoken_value(label: str, rng: random.Random) -> tuple[str, str]:
     if label == "DATE":
         d = gen_date(rng)
         return d.isoformat(), verbalize_date(d, rng)
+    if label == "SECRET":
+        v = gen_secret(rng)
+        return v, verbalize(v, rng)
     raise ValueError(f"unknown label {label!r}; expected one of {LABELS}")
 
 

@@ -22,12 +22,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from deid_speech.types import LABELS, EntitySpan, _append
+from deid_speech.types import PAPER_LABELS, EntitySpan, _append
 
-TAG_TEXTS: tuple[str, ...] = tuple(f"[{label}]" for label in LABELS)
+TAG_TEXTS: tuple[str, ...] = tuple(f"[{label}]" for label in PAPER_LABELS)  # the shipped model's tag tokens
 # a known label in brackets, tolerating case and inner spaces ("[ phone ]"); unknown
 # bracketed words ("[inaudible]") stay text
-_TAG = re.compile(r"\[\s*(" + "|".join(LABELS) + r")\s*\]", re.IGNORECASE)
+_TAG = re.compile(r"\[\s*(" + "|".join(PAPER_LABELS) + r")\s*\]", re.IGNORECASE)
 _STOP = re.compile(r"(?<!\b[Mm]r)(?<!\b[Mm]rs)(?<!\b[Mm]s)(?<!\b[Dd]r)[.?!]+(?=\s|$)")
 _WORD = re.compile(r"[^\W_]", re.UNICODE)
 

@@ -1,6 +1,6 @@
 """The entity tags as special tokens of the Whisper tokenizer.
 
-``[PERSON]`` ... ``[DATE]`` (one per label of :data:`deid_speech.types.LABELS`) are added
+``[PERSON]`` ... ``[DATE]`` (one per label of :data:`deid_speech.types.PAPER_LABELS`) are added
 as special tokens, one id each, by the shared trainer's ``add_tokens``. A new embedding
 row starts as the mean of the embeddings of the tag's word pieces (``[CAR_PLATE]``:
 `` car``, `` plate``, ``CAR``, ``_``, ``PL``...), so the decoder starts from a meaningful
@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from deid_speech.e2e.tags import TAG_TEXTS
+from deid_speech.types import PAPER_LABELS, parse_tagged
 
 # extra words per label for the embedding initialisation, besides the label itself
 _WORDS = {
@@ -45,7 +46,13 @@ def target_text(record: dict) -> str:
     """The training target of a manifest record: its ``tagged`` text, normalised, with
     the space before each tag dropped (``me at[PHONE] nine eight[PHONE] lah``), so a tag
     is one token between Whisper's usual leading-space word pieces (`` at``, ``[PHONE]``,
-    `` nine``) rather than a bare-space token plus the tag."""
+    `` nine``) rather than a bare-space token plus the tag. A label the model has no tag
+    token for (SECRET: :data:`deid_speech.types.PAPER_LABELS` only) is refused, not learnt
+    as plain text."""
+    other = [e.label for e in parse_tagged(record["tagged"])[1] if e.label not in PAPER_LABELS]
+    if other:
+        raise ValueError(f"label {other[0]} has no tag token of the end-to-end model "
+                         f"(it knows {', '.join(PAPER_LABELS)})")
     return _SPACE_BEFORE_TAG.sub(r"\1", normalize_tagged(record["tagged"]))
 
 

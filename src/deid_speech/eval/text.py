@@ -258,6 +258,7 @@ RISK_WEIGHTS: dict[str, int] = {
     "CAR_PLATE": 5,     # VEHICLE_IDENTIFICATION_NUMBER 5 (nearest vehicle identifier)
     "BANK_ACCOUNT": 5,  # IBAN_CODE 5 (an account number; ROUTING_NUMBER 3 names only the bank)
     "DATE": 3,          # DATE_OF_BIRTH 3 (our DATE entities are birth dates)
+    "SECRET": 5,        # not in Table 6: a PIN or a one-time password opens the account itself
 }
 # Sec. 4.2: a partial leak scores half, rounded up for PERSON_NAME (ceil(5/2) = 3), down
 # otherwise (the email example: floor(3/2) = 1).

@@ -67,6 +67,20 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    "(three) digits at the back" or "behind", "expiry", "expires", "valid thru", a run of 3-4
    symbols with at least 3 digits is the card's data, redacted as CREDIT_CARD (a card's
    security code must never be kept, PCI DSS; the card number itself is rule 4's).
+10. **Secrets said aloud** (SECRET): after "PIN", "OTP", "TAC", "passcode", "password", or a
+   "code" that no look-alike's word names (:data:`CODE_LOOKALIKE`: "promo code", "postal
+   code"; "OTP code", "verification code", "the code I got"), up to :data:`SECRET_LEAD`
+   other words may come before the value ("the OTP sent to my phone is ..."); the value is
+   a run of 4-8 symbols with at least 3 digits (a PIN, a one-time code), redacted at
+   :data:`SECRET_SCORE`, above a number label's shape score, so an OTP is no "phone". No
+   look-alike word vetoes it (the cue names what follows), but a count does ("the six digit
+   code", "eight characters"). After a password or passcode, the value may be words
+   ("my password is kopi peng seven seven", "I changed my password to ..."): up to the
+   clause end or a stop word, at most :data:`PASSWORD_WORDS` words, ending at its last
+   symbol if it holds one, and none when its first word describes the password rather than
+   gives it ("is wrong", "is not working", "must be ...", "is case sensitive"). The value
+   may also come first: "seven seven two oh, that is my card PIN", "blue tiger four four
+   nine, that one is my password".
 """
 from __future__ import annotations
 
@@ -80,6 +94,8 @@ from deid_speech.ner.patterns import (
     NON_PII_AFTER,
     NON_PII_BEFORE,
     PROVIDERS,
+    SECRET_CODE,
+    SECRET_CUES,
     SECURITY_CODE,
     cue_label,
     id_label,
@@ -150,6 +166,34 @@ _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thous
 # another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."); before it
 # they are glue, unless they read as symbols ("IC" may be a garbled plate's letters)
 CUE_WORDS = _LABEL_CUE_WORDS | EMAIL_CUES | DATE_CUES | CARD_CODE_CUES
+# rule 10: secrets
+SECRET_SCORE = 0.8
+SECRET_SYMBOLS = (4, 8)  # a PIN's 4 digits to an 8-digit one-time code
+SECRET_LEAD = 6  # words between the cue and the value: "the OTP sent to my phone is ..."
+PASSWORD_CUES = frozenset("password passwords passwd passcode passcodes".split())
+PASSWORD_WORDS = 14  # "capital P, a, s, s, w, o, r, d, nine nine"
+# cue words of other labels that may stand between a secret's cue and its value: where it was
+# sent, what it opens ("the OTP sent to my phone is ...", "the PIN for my card is ...")
+SECRET_VIA = frozenset("phone mobile handphone hp sms text card account bank".split())
+# "code" is a secret's after a word of patterns.SECRET_CODE ("OTP code") or before one of these
+# ("the code I got is ..."), never after a look-alike's word ("promo code", "intercom code")
+CODE_SENT = frozenset("got get received receive came sent send".split())
+CODE_LOOKALIKE = frozenset("promo promotion promotional discount coupon referral postal zip post area country "
+                           "dialling dialing error product dress qr bar source tax course module colour "
+                           "color style branch bank swift morse intercom door gate lift locker".split())
+# a value's first word that describes a password instead of giving it ("my password is wrong")
+PASSWORD_NOT = frozenset("wrong incorrect invalid not correct right expired locked blocked changed reset same too "
+                         "very still already case different weak strong okay ok fine working required needed "
+                         "supposed forgotten lost missing gone empty long short easy hard difficult secure safe "
+                         "a an the what something this that it in on sent being been also just login log sign "
+                         "access open enter use change get at least more less only lah lor leh meh hor sia "
+                         "mah".split())
+# a count after a number: "six digits", "eight characters", "three tries"
+COUNT_NOUNS = frozenset("digit digits character characters letter letters number numbers times tries attempts "
+                        "minutes mins minute seconds hours days".split())
+# words between a value said first and its cue: "..., that one is my card PIN"
+BACK_GLUE = frozenset("that that's thats this is was my the it's its be card app atm bank banking phone "
+                      "portal login new old one".split())
 
 
 SOUND_ONLY = WEAK_WORDS | frozenset(HOMOPHONES)
@@ -189,6 +233,8 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
         return "DATE"
     if t in CARD_CODE_CUES or _card_code_phrase(tokens, k):
         return "CARD_CODE"
+    if t in SECRET_CUES or (t == "code" and _secret_code(tokens, k)):
+        return "SECRET"
     for label, words in CUES.items():
         if (t in words or _stem(t) in words) and label in MIN_SYMBOLS:
             return label
@@ -197,8 +243,21 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
             label = _cue_at(tokens, j) if tokens[j] not in GENERIC_CUES else None
             if label in MIN_SYMBOLS:
                 return label
+            if label == "SECRET":
+                return None  # "TAC number": the secret's own cue finds its value (rule 10)
         return "?"
     return None
+
+
+def _secret_code(tokens: list[str], k: int) -> bool:
+    """Whether the "code" at ``k`` is a secret's: a word of :data:`SECRET_CODE` in the three
+    before it ("OTP code", "verification code", "for the card activation the code"), one that
+    says it was sent in the two after it ("the code I got", "the code that came by SMS"), or
+    "is" right after it ("the code is ..."); never a look-alike's ("promo code", "intercom
+    code", "order code")."""
+    before = tokens[max(0, k - 3):k]
+    return tokens[k - 1] not in CODE_LOOKALIKE | NON_PII_BEFORE if k > 0 and (
+        set(before) & SECRET_CODE or set(tokens[k + 1:k + 3]) & CODE_SENT or tokens[k + 1:k + 2] == ["is"]) else False
 
 
 def _card_code_phrase(tokens: list[str], k: int) -> bool:
@@ -442,6 +501,111 @@ def _anchored_emails(words: tuple[Word, ...], tokens: list[str]) -> list[tuple[i
     return out
 
 
+def _secret_value(symbols: str) -> bool:
+    lo, hi = SECRET_SYMBOLS
+    return lo <= len(symbols) <= hi and sum(c.isdigit() for c in symbols) >= 3
+
+
+def _counted(tokens: list[str], last: int) -> bool:
+    """Whether a count noun follows the run that ends at ``last`` ("six digits")."""
+    return any(t in COUNT_NOUNS for t in [t for t in tokens[last + 1: last + 4] if t not in FILLERS][:1])
+
+
+def _secret_after(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
+    """Rule 10: the value after the secret's cue at ``k``: a run of :data:`SECRET_SYMBOLS`
+    symbols within :data:`SECRET_LEAD` words, or, after a password, its words."""
+    start = k + 1
+    while start < len(words) and start - k - 1 < SECRET_LEAD:
+        w, t = words[start], tokens[start]
+        if t in CUE_WORDS and t not in SECRET_VIA:
+            return None  # another entity's cue: "my PIN and my IC ..."
+        # a symbol starts the value, unless it is one only by its sound before a plain word
+        # ("the code I got"), or names where the secret came ("SMS")
+        if t not in SECRET_VIA and _is_symbolic(w, _next(words, start)) and not (
+                t in SOUND_ONLY and start + 1 < len(words) and not _is_symbolic(words[start + 1])):
+            break
+        if _ends_clause(w) or t in STOPS or t in ("and", "or"):
+            return None
+        if tokens[k] in PASSWORD_CUES:
+            return _password_after(words, tokens, k)
+        start += 1
+    run = _run(words, start, max_symbols=SECRET_SYMBOLS[1])
+    if run is None or not _secret_value(run[2]) or _unit_after(tokens, run[1]) or _counted(tokens, run[1]):
+        return _password_after(words, tokens, k) if tokens[k] in PASSWORD_CUES else None
+    first, last = run[0], run[1]
+    while last > first and tokens[last] in SOUND_ONLY and not (_symbol(words[last]) or "0").isdigit() \
+            and last + 1 < len(words) and not _is_symbolic(words[last + 1]):
+        last -= 1  # "... four seven six two I always mix": a letter by its sound ("I") begins the next clause
+    return first, last
+
+
+def _password_after(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
+    """The words of a password after its cue at ``k`` and a copula ("is", "was", "to" after
+    "changed"), or right after the cue: to the clause end or a stop word, at most
+    :data:`PASSWORD_WORDS`, ending at the last symbol they hold, else at most three; none
+    when the first describes the password (:data:`PASSWORD_NOT`)."""
+    j = k + 1
+    while j < len(words) and tokens[j] in FILLERS:
+        j += 1
+    copula = next((i for i in range(j, min(len(words), j + 5))
+                   if tokens[i] in ("is", "was", "it's", "be", "are")
+                   or (tokens[i] == "to" and any(t in ("changed", "change", "set", "reset", "updated")
+                                                 for t in tokens[max(0, k - 4):k]))), None)
+    if copula is not None and any(_ends_clause(w) or w.text.rstrip().endswith(",") or tokens[i] in STOPS | CUE_WORDS
+                                  for i, w in enumerate(words[j:copula], j)):
+        copula = None  # "password already, the IC is ...": the copula is another clause's
+    first = copula + 1 if copula is not None else j
+    while first < len(words) and tokens[first] in FILLERS:
+        first += 1
+    if first >= len(words) or tokens[first] in PASSWORD_NOT or tokens[first] in STOPS:
+        return None
+    if copula is None and (tokens[first] in SOUND_ONLY or not _is_symbolic(words[first])):
+        # no copula: the value must start at once, or after one garbled word ("password ah, and Y, capital S")
+        if first + 1 >= len(words) or not _is_symbolic(words[first + 1]) or tokens[first + 1] in SOUND_ONLY:
+            return None
+    last = None
+    for i in range(first, min(len(words), first + PASSWORD_WORDS)):
+        if tokens[i] in STOPS or tokens[i] in CUE_WORDS or tokens[i] in ("and", "but", "so", "because"):
+            break
+        last = i
+        if _ends_clause(words[i]) or (words[i].text.rstrip().endswith(",") and not _goes_on(words, i + 1)):
+            break  # "S er, admin Tan, speaking": a comma ends it unless spelling goes on ("P, a, s, s")
+    if last is None:
+        return None
+    symbolic = [i for i in range(first, last + 1) if _is_symbolic(words[i]) and tokens[i] not in SOUND_ONLY]
+    last = symbolic[-1] if symbolic else min(last, first + 2)
+    plain = [i for i in range(first, last + 1) if not _is_symbolic(words[i]) and tokens[i] not in FILLERS]
+    symbols = "".join(_symbol(w) or "" for w in words[first:last + 1])
+    if _counted(tokens, last) or ((not plain or copula is None) and len(symbols) < 3):
+        return None  # "password is S, er, ...": one letter is no password
+    return first, last
+
+
+def _secret_before(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
+    """Rule 10, the value said first: "seven seven two oh, that is my card PIN", "blue tiger four
+    four nine, that one is my password"."""
+    j = k - 1
+    while j >= 0 and k - j <= 5 and tokens[j] in BACK_GLUE:
+        j -= 1
+    if j < 0 or k - j > 5 or j == k - 1 or not _is_symbolic(words[j]) or _ends_clause(words[j]):
+        return None
+    first = j
+    while first - 1 >= 0 and j - first < 10 and (_is_symbolic(words[first - 1]) or tokens[first - 1] in REPEAT_WORDS
+                                                 or tokens[first - 1] in JOINERS) \
+            and not _ends_clause(words[first - 1]):
+        first -= 1
+    run = _run(words, first, max_symbols=SECRET_SYMBOLS[1])
+    password = tokens[k] in PASSWORD_CUES
+    if run is None or run[1] != j or not (_secret_value(run[2]) or (password and len(run[2]) >= 3)):
+        return None
+    first = run[0]
+    if password:  # the password's words before its symbols, back to the clause start
+        while first - 1 >= 0 and run[0] - first < 3 and tokens[first - 1] not in STOPS | FILLERS \
+                and not words[first - 1].text.rstrip().endswith((",", ".", "?", "!")):
+            first -= 1
+    return first, j
+
+
 def _glued_id(t: str) -> bool:
     """A token that glues letters and at least four digits ("M955722", "9240k", "pio2548078"):
     no word of speech looks like that (decades and ordinals aside)."""
@@ -472,6 +636,12 @@ class CueRunDetector:
                 r = _date_after_cue(words, tokens, k + 1)
                 if r:
                     out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "DATE", SCORE, self.name))
+                continue
+            if label == "SECRET":
+                for r in (_secret_after(words, tokens, k), _secret_before(words, tokens, k)):
+                    if r:
+                        out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "SECRET",
+                                                   SECRET_SCORE, self.name))
                 continue
             start = k + 1
             while label == "CARD_CODE" and start < len(tokens) and tokens[start] in CARD_CODE_LEAD:

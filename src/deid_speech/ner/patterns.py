@@ -79,7 +79,12 @@ NON_PII_BEFORE = frozenset(
     "lot postal price cost costs $ room level floor hash # model serial parcel item receipt "
     "transaction quotation quote voucher promo code policy".split())
 NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometres".split())
-CUE_WORDS = frozenset().union(*CUES.values())  # every label's cue words
+# words that announce a secret said aloud (SECRET: a PIN, a one-time password or TAC, a
+# password; found by deid_speech.ner.cue_runs, rule 10, alone); "code" after SECRET_CODE's words
+# ("OTP code", "verification code", "one time code") is one too
+SECRET_CUES = frozenset("pin pins otp otps tac passcode passcodes password passwords passwd".split())
+SECRET_CODE = frozenset("verification activation authentication access sms otp pin tac login time fa 2fa".split())
+CUE_WORDS = frozenset().union(*CUES.values()) | SECRET_CUES  # every label's cue words
 KNOWN_TLDS = frozenset("com sg net org edu gov co my io biz info uk au in id hk".split())
 # mail providers: "<local part> at hotmail dot com" is an address even where "at" was misheard
 # ("day day that's hotmail dot com") and no cue was heard; "mail" alone is too common a word
@@ -303,13 +308,14 @@ def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
     return False
 
 
-SECURITY_CODE = frozenset("security card verification".split())  # "security code": a card's, no promo code
+SECURITY_CODE = frozenset("security card".split())  # "security code": a card's, no promo code
 
 
 def security_code(tokens: list[str], k: int) -> bool:
     """Whether ``tokens[k]`` is the "code" of a card's security code ("security code", "card
-    code", "verification code"): a PII cue, not a look-alike's context word."""
-    return tokens[k] == "code" and k > 0 and tokens[k - 1] in SECURITY_CODE
+    code") or of a secret (:data:`SECRET_CODE`: "OTP code", "verification code"): a PII cue,
+    not a look-alike's context word."""
+    return tokens[k] == "code" and k > 0 and tokens[k - 1] in SECURITY_CODE | SECRET_CODE
 
 
 # words that may stand between a cue and the number it announces ("account number is ...");

@@ -255,7 +255,7 @@ SPELLED_MIN = 3  # this many spelled letters in a row ("O N G") are a name or an
 # unless a number is next to them (a car plate: "S L A eight five two K", found by the patterns)
 # or they spell an acronym that callers say letter by letter (a bank, an agency, a tax)
 ACRONYMS = frozenset("posb hsbc dbs ocbc uob cimb rhb icbc gst fin nric cpf hdb lta ica iras moe moh mom nea "
-                     "sgh nuh ttsh kkh cgh mrt lrt atm otp sms usb ktv".split())
+                     "sgh nuh ttsh kkh cgh mrt lrt atm otp sms usb ktv pin tac".split())
 _NUMBER_WORDS = frozenset("zero oh one two three four five six seven eight nine ten double triple".split())
 BEFORE_SPEAKING = re.compile(r",?\s+speaking\b", re.IGNORECASE)  # "Office, Selvam speaking"
 # "FitZone Tampines, Gabriel Pereira here, how can I help?": the capitalised or doubted words of a

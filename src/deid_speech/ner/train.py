@@ -183,6 +183,9 @@ def written_value(label: str, rng: random.Random) -> str:
                            (1, f"{d.day:02d}/{d.month:02d}/{d.year}"), (1, f"{d.day}/{d.month}/{d.year}"),
                            (1, f"the {d.day}{sfx} of {month}, {d.year}"),
                            (1, f"{ordinal_words(d.day)} of {month} {d.year}")])
+    if label == "SECRET":
+        v = V.gen_secret(rng)
+        return _pick(rng, [(4, v), (1, _spaced(v))])
     raise ValueError(f"unknown label {label!r}")
 
 
