@@ -430,3 +430,36 @@ def test_a_secret_is_no_phone_or_account_and_ends_before_the_next_clause():
     assert [label for label, _ in spans] == ["SECRET"]  # "number" after the cue announces no account
     assert found("the pin, uh, is four one, sorry, four seven six two I always mix up one") == [
         ("SECRET", "four one, sorry, four seven six two")]
+
+
+@pytest.mark.parametrize("text,values", [
+    # the value elsewhere in the cue's sentence, before or after it
+    ("aiyo I keep forgetting, is it two four six eight or two four eight six ah, my debit card PIN",
+     ["two four six eight", "two four eight six"]),
+    ("I just put eleven twenty two lor, my credit card PIN, very easy to remember one", ["eleven twenty two"]),
+    ("last time I pin was, one two one two, then I changed it to seven seven three five, last month",
+     ["one two one two", "seven seven three five"]),
+    ("got two OTP leh, the older one five zero one three three eight and the new one two eight eight six one four",
+     ["five zero one three three eight", "two eight eight six one four"]),
+    # a run that holds two values that plain words part
+    ("sorry I read wrong just now, the SMS code not six eight four oh two, is six eight four oh two two actually",
+     ["six eight four oh two", "six eight four oh two two"]),
+    # the name spelled; "SMS" makes only a one-time code's length a secret
+    ("wait sorry, five two seven, no, five two seven one, that is my card P I N", ["five two seven, no, five two seven one"]),
+    ("first SMS says two nine four one oh seven, second one says six one five five three two",
+     ["two nine four one oh seven", "six one five five three two"]),
+])
+def test_a_secret_elsewhere_in_its_cues_sentence_is_a_secret(text, values):
+    assert [v for label, v in found(text) if label == "SECRET"] == values
+
+
+@pytest.mark.parametrize("text", [
+    "the password must be at least eight characters, with one capital letter, one number and one symbol",
+    "my passcode got six digits or four digits ah, I forgot, can I reset through the app?",
+    "please key in the code within five minutes, otherwise the OTP will expire",
+    "you can SMS me at eight three nine oh seven seven one two",  # a phone, not a code
+    "my PIN got blocked. My account number is one two three four five six seven",  # another sentence, another cue
+    "the tablet password is your IC, right",
+])
+def test_values_near_a_secrets_cue_that_are_no_secret_stay_audible(text):
+    assert not [v for label, v in found(text) if label == "SECRET"], found(text)

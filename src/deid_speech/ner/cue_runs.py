@@ -171,6 +171,12 @@ SECRET_SCORE = 0.8
 SECRET_SYMBOLS = (4, 8)  # a PIN's 4 digits to an 8-digit one-time code
 SECRET_LEAD = 6  # words between the cue and the value: "the OTP sent to my phone is ..."
 PASSWORD_CUES = frozenset("password passwords passwd passcode passcodes".split())
+SECRET_CONTEXT = 12  # words between a secret's cue and a value elsewhere in its sentence
+# "the older one five zero ...", "the new one two eight ...": "one" is a pronoun there
+PRONOUN_ONE = frozenset("the that this new old newer older first second last latest other next another same".split())
+SPELLED_SECRET = frozenset({("p", "i", "n"), ("o", "t", "p"), ("t", "a", "c")})  # "my card P I N"
+SMS_SYMBOLS = 6  # the longest value that "SMS" alone makes a one-time code
+CONTEXT_SCORE = 0.7  # such a value: below a value right at its cue, above another label's cue-run
 PASSWORD_WORDS = 14  # "capital P, a, s, s, w, o, r, d, nine nine"
 # cue words of other labels that may stand between a secret's cue and its value: where it was
 # sent, what it opens ("the OTP sent to my phone is ...", "the PIN for my card is ...")
@@ -178,6 +184,7 @@ SECRET_VIA = frozenset("phone mobile handphone hp sms text card account bank".sp
 # "code" is a secret's after a word of patterns.SECRET_CODE ("OTP code") or before one of these
 # ("the code I got is ..."), never after a look-alike's word ("promo code", "intercom code")
 CODE_SENT = frozenset("got get received receive came sent send".split())
+CODE_SENT_BY = frozenset("that which i you they we".split())
 CODE_LOOKALIKE = frozenset("promo promotion promotional discount coupon referral postal zip post area country "
                            "dialling dialing error product dress qr bar source tax course module colour "
                            "color style branch bank swift morse intercom door gate lift locker".split())
@@ -187,7 +194,7 @@ PASSWORD_NOT = frozenset("wrong incorrect invalid not correct right expired lock
                          "supposed forgotten lost missing gone empty long short easy hard difficult secure safe "
                          "a an the what something this that it in on sent being been also just login log sign "
                          "access open enter use change get at least more less only lah lor leh meh hor sia "
-                         "mah".split())
+                         "mah my your his her their our its".split())
 # a count after a number: "six digits", "eight characters", "three tries"
 COUNT_NOUNS = frozenset("digit digits character characters letter letters number numbers times tries attempts "
                         "minutes mins minute seconds hours days".split())
@@ -233,7 +240,7 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
         return "DATE"
     if t in CARD_CODE_CUES or _card_code_phrase(tokens, k):
         return "CARD_CODE"
-    if t in SECRET_CUES or (t == "code" and _secret_code(tokens, k)):
+    if t in SECRET_CUES or (t == "code" and _secret_code(tokens, k)) or tuple(tokens[max(0, k - 2):k + 1]) in SPELLED_SECRET:
         return "SECRET"
     for label, words in CUES.items():
         if (t in words or _stem(t) in words) and label in MIN_SYMBOLS:
@@ -257,7 +264,12 @@ def _secret_code(tokens: list[str], k: int) -> bool:
     code", "order code")."""
     before = tokens[max(0, k - 3):k]
     return tokens[k - 1] not in CODE_LOOKALIKE | NON_PII_BEFORE if k > 0 and (
-        set(before) & SECRET_CODE or set(tokens[k + 1:k + 3]) & CODE_SENT or tokens[k + 1:k + 2] == ["is"]) else False
+        set(before) & SECRET_CODE or tokens[k + 1:k + 2] == ["is"] or _sent(tokens[k + 1:k + 3])) else False
+
+
+def _sent(after: list[str]) -> bool:
+    """Whether the words after "code" say it was sent: "got", "I got", "that came", "they send"."""
+    return bool(after) and (after[0] in CODE_SENT or (len(after) > 1 and after[0] in CODE_SENT_BY and after[1] in CODE_SENT))
 
 
 def _card_code_phrase(tokens: list[str], k: int) -> bool:
@@ -511,32 +523,77 @@ def _counted(tokens: list[str], last: int) -> bool:
     return any(t in COUNT_NOUNS for t in [t for t in tokens[last + 1: last + 4] if t not in FILLERS][:1])
 
 
-def _secret_after(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
-    """Rule 10: the value after the secret's cue at ``k``: a run of :data:`SECRET_SYMBOLS`
-    symbols within :data:`SECRET_LEAD` words, or, after a password, its words."""
+def _secret_after(words: tuple[Word, ...], tokens: list[str], k: int) -> list[tuple[int, int]]:
+    """Rule 10: the values after the secret's cue at ``k``: a run of :data:`SECRET_SYMBOLS`
+    symbols within :data:`SECRET_LEAD` words (a longer run is the values that its plain words
+    part: "not six eight four oh two, is six eight four oh two two"), or, after a password,
+    its words (:func:`_password_after`) and the symbols that run on from them."""
+    password = _password_after(words, tokens, k) if tokens[k] in PASSWORD_CUES else None
+    values = _symbols_after(words, tokens, k)
+    if password is None:
+        return values
+    first, last = password
+    for a, b in values:
+        if a <= last + 1 and b > last:
+            last = b  # "my password is abc, one two three four": the symbols run on from its words
+    return [(first, last)] + [(a, b) for a, b in values if b < first or a > last]
+
+
+def _symbols_after(words: tuple[Word, ...], tokens: list[str], k: int) -> list[tuple[int, int]]:
     start = k + 1
     while start < len(words) and start - k - 1 < SECRET_LEAD:
         w, t = words[start], tokens[start]
         if t in CUE_WORDS and t not in SECRET_VIA:
-            return None  # another entity's cue: "my PIN and my IC ..."
+            return []  # another entity's cue: "my PIN and my IC ..."
         # a symbol starts the value, unless it is one only by its sound before a plain word
         # ("the code I got"), or names where the secret came ("SMS")
         if t not in SECRET_VIA and _is_symbolic(w, _next(words, start)) and not (
                 t in SOUND_ONLY and start + 1 < len(words) and not _is_symbolic(words[start + 1])):
             break
         if _ends_clause(w) or t in STOPS or t in ("and", "or"):
-            return None
-        if tokens[k] in PASSWORD_CUES:
-            return _password_after(words, tokens, k)
+            return []
         start += 1
     run = _run(words, start, max_symbols=SECRET_SYMBOLS[1])
-    if run is None or not _secret_value(run[2]) or _unit_after(tokens, run[1]) or _counted(tokens, run[1]):
-        return _password_after(words, tokens, k) if tokens[k] in PASSWORD_CUES else None
-    first, last = run[0], run[1]
-    while last > first and tokens[last] in SOUND_ONLY and not (_symbol(words[last]) or "0").isdigit() \
-            and last + 1 < len(words) and not _is_symbolic(words[last + 1]):
-        last -= 1  # "... four seven six two I always mix": a letter by its sound ("I") begins the next clause
-    return first, last
+    return _secret_values(words, tokens, run) if run else []
+
+
+def _secret_values(words: tuple[Word, ...], tokens: list[str], run: tuple[int, int, str],
+                   most: int = SECRET_SYMBOLS[1]) -> list[tuple[int, int]]:
+    """The secrets a run holds. Its stretches between plain words, each when every one of them
+    holds :data:`SECRET_SYMBOLS` symbols (at most ``most``: "is it two four six eight or two
+    four eight six"); else the run whole when it holds that many ("five two seven, no, five two
+    seven one"); else the stretches that do. A leading "one" after "the", "new", "older", ... is
+    a pronoun ("the new one two eight ..."). None is a rule's count ("at least eight
+    characters") or followed by a unit or a count ("six digits")."""
+    first, last, symbols = run
+    if any(_counted(tokens, j) for j in range(first, last + 1)):
+        return []  # "at least eight characters, with one capital letter": a rule, no value
+
+    def value(a: int, b: int) -> bool:
+        sym = "".join(x for j in range(a, b + 1) if (x := _symbol(words[j], _next(words, j))))
+        return _secret_value(sym) and len(sym) <= most
+
+    groups, cur = [], []
+    for j in range(first, last + 2):
+        if j <= last and (_is_symbolic(words[j], _next(words, j)) or tokens[j] in REPEAT_WORDS):
+            cur.append(j)
+        elif cur:
+            groups.append((cur[0], cur[-1]))
+            cur = []
+    groups = [(a + 1 if tokens[a] == "one" and a > 0 and tokens[a - 1] in PRONOUN_ONE and a < b else a, b)
+              for a, b in groups]
+    if not (len(groups) > 1 and all(value(a, b) for a, b in groups)):
+        groups = [(groups[0][0], groups[-1][1])] if groups and value(groups[0][0], groups[-1][1]) \
+            else [(a, b) for a, b in groups if value(a, b)]
+    out = []
+    for a, b in groups:
+        if _unit_after(tokens, b) or _counted(tokens, b):
+            continue
+        while b > a and tokens[b] in SOUND_ONLY and not (_symbol(words[b]) or "0").isdigit() \
+                and b + 1 < len(words) and not _is_symbolic(words[b + 1]):
+            b -= 1  # "... four seven six two I always mix": a letter by its sound ("I") begins the next clause
+        out.append((a, b))
+    return out
 
 
 def _password_after(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
@@ -581,6 +638,41 @@ def _password_after(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple
     return first, last
 
 
+def _secret_nearby(words: tuple[Word, ...], tokens: list[str], cues: list[int],
+                   most: int = SECRET_SYMBOLS[1]) -> list[tuple[int, int]]:
+    """Rule 10, a value elsewhere in the sentence of a secret's cue (``cues``: their indices):
+    a run of :data:`SECRET_SYMBOLS` symbols that starts with a digit or a letter (not a word
+    that only sounds like one), within :data:`SECRET_CONTEXT` words of a cue before or after
+    it with no sentence end between, and with no other entity's cue or look-alike's word in
+    the three words before it ("is it two four six eight or two four eight six ah, my debit
+    card PIN", "my PIN was one two one two, then I changed it to seven seven three five",
+    "got two OTP leh, the older one ..., the new one ...": a value found counts as a cue for
+    the next). After "SMS" (``most``
+    :data:`SMS_SYMBOLS`) only a one-time code's length: eight digits there are a phone."""
+    out: list[tuple[int, int]] = []
+    k = 0
+    while k < len(words):
+        if tokens[k] in SOUND_ONLY or tokens[k] in CUE_WORDS or token_symbols(words[k].text, words[k].text) is None:
+            k += 1
+            continue
+        run = _run(words, k, max_inside=1, max_symbols=SECRET_SYMBOLS[1])
+        if run is None:
+            k += 1
+            continue
+        first, last = run[0], run[1]
+        k = last + 1
+        near = any((0 < first - c <= SECRET_CONTEXT and not any(_ends_clause(words[j]) for j in range(c, first)))
+                   or (0 < c - last <= SECRET_CONTEXT and not any(_ends_clause(words[j]) for j in range(last, c)))
+                   for c in cues)
+        named = set(tokens[max(0, first - 3):first]) & ((_LABEL_CUE_WORDS | GENERIC_CUES | NON_PII_BEFORE) - SECRET_CUES
+                                                        - {"sms", "text"})
+        if near and not named:
+            found = _secret_values(words, tokens, run, most)
+            out += found
+            cues = cues + [b for _, b in found]  # a second value near the first: "the older one ..., the new one ..."
+    return out
+
+
 def _secret_before(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
     """Rule 10, the value said first: "seven seven two oh, that is my card PIN", "blue tiger four
     four nine, that one is my password"."""
@@ -623,6 +715,7 @@ class CueRunDetector:
         words = transcript.words
         tokens = [clean_token(w.text) for w in words]
         out: list[Span] = []
+        secret_ends: list[int] = []  # the last words of the secrets found at their cues
         for k in range(len(words)):
             label = _cue_at(tokens, k)
             if label is None:
@@ -638,10 +731,10 @@ class CueRunDetector:
                     out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "DATE", SCORE, self.name))
                 continue
             if label == "SECRET":
-                for r in (_secret_after(words, tokens, k), _secret_before(words, tokens, k)):
-                    if r:
-                        out.append(span_from_words(transcript, list(words[r[0]:r[1] + 1]), "SECRET",
-                                                   SECRET_SCORE, self.name))
+                before = _secret_before(words, tokens, k)
+                for a, b in _secret_after(words, tokens, k) + ([before] if before else []):
+                    out.append(span_from_words(transcript, list(words[a:b + 1]), "SECRET", SECRET_SCORE, self.name))
+                    secret_ends.append(b)
                 continue
             start = k + 1
             while label == "CARD_CODE" and start < len(tokens) and tokens[start] in CARD_CODE_LEAD:
@@ -660,6 +753,12 @@ class CueRunDetector:
             if label != "?" and len(symbols) >= MIN_SYMBOLS[label] and not _vetoed(tokens, first, last):
                 last = _rest(words, tokens, last, FULL.get(label, 0) - len(symbols))
                 out.append(span_from_words(transcript, list(words[first:last + 1]), label, SCORE, self.name))
+        secret_cues = sorted([k for k in range(len(words)) if _cue_at(tokens, k) == "SECRET"] + secret_ends)
+        sms = [k for k, t in enumerate(tokens) if t == "sms"]
+        for a, b in _secret_nearby(words, tokens, secret_cues) + _secret_nearby(words, tokens, sms, SMS_SYMBOLS):
+            span = span_from_words(transcript, list(words[a:b + 1]), "SECRET", CONTEXT_SCORE, self.name)
+            if not any(o.label == "SECRET" and o.overlaps(span) for o in out):  # found at its cue already
+                out.append(span)
         out += self._uncued(transcript, tokens)
         for first, last in _anchored_emails(words, tokens):
             out.append(span_from_words(transcript, list(words[first:last + 1]), "EMAIL", SCORE, self.name))
