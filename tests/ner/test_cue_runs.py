@@ -463,3 +463,29 @@ def test_a_secret_elsewhere_in_its_cues_sentence_is_a_secret(text, values):
 ])
 def test_values_near_a_secrets_cue_that_are_no_secret_stay_audible(text):
     assert not [v for label, v in found(text) if label == "SECRET"], found(text)
+
+
+@pytest.mark.parametrize("text,value", [
+    # the name as the recogniser heard it
+    ("wait sorry, five two seven one, that is my card bin", "five two seven one"),
+    ("ok the tack just came in, five five seven nine zero one, you got it", "five five seven nine zero one"),
+    ("never ask for your oh tp, it is four four one two", "four four one two"),
+    # a value keyed in, its name never said
+    ("I key in double one double two three four for the verification but it say code incorrect",
+     "double one double two three four"),
+    ("uh I typed P A S S W oh four D, one two three, you all I know very weak", "P A S S W oh four D, one two three"),
+])
+def test_a_secret_whose_name_was_misheard_or_never_said_is_a_secret(text, value):
+    assert ("SECRET", value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "please key in the amount one thousand two hundred and press confirm",
+    "key in your postal code five six oh two three four then the unit number",
+    "I typed it three times already",
+    "please key in the code within five minutes",
+    "the pen is on the table, one two three four five",
+    "my card bill is four hundred and twenty dollars",
+])
+def test_keyed_look_alikes_stay_audible(text):
+    assert not [v for label, v in found(text) if label == "SECRET"], found(text)

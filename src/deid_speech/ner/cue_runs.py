@@ -175,6 +175,14 @@ SECRET_CONTEXT = 12  # words between a secret's cue and a value elsewhere in its
 # "the older one five zero ...", "the new one two eight ...": "one" is a pronoun there
 PRONOUN_ONE = frozenset("the that this new old newer older first second last latest other next another same".split())
 SPELLED_SECRET = frozenset({("p", "i", "n"), ("o", "t", "p"), ("t", "a", "c")})  # "my card P I N"
+# how the recogniser writes a secret's name: "the tack", "oh tp"; "PIN" after a card or ATM as
+# "bin", "pen", "ping" ("that is my card bin")
+HEARD_SECRET = frozenset({("the", "tack"), ("oh", "tp"), ("o", "tp")})
+HEARD_PIN = frozenset("bin pen ping pinto".split())
+PIN_OWNERS = frozenset("card atm debit credit banking app".split())
+# a value keyed in is a secret: "I key in double one double two three four", "I typed P A S S ..."
+ENTRY_VERBS = {"key": "in", "keyed": "in", "keying": "in", "type": "in", "typed": None, "entered": None}
+ENTRY_SYMBOLS = 16  # a password typed letter by letter
 SMS_SYMBOLS = 6  # the longest value that "SMS" alone makes a one-time code
 CONTEXT_SCORE = 0.7  # such a value: below a value right at its cue, above another label's cue-run
 PASSWORD_WORDS = 14  # "capital P, a, s, s, w, o, r, d, nine nine"
@@ -240,7 +248,8 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
         return "DATE"
     if t in CARD_CODE_CUES or _card_code_phrase(tokens, k):
         return "CARD_CODE"
-    if t in SECRET_CUES or (t == "code" and _secret_code(tokens, k)) or tuple(tokens[max(0, k - 2):k + 1]) in SPELLED_SECRET:
+    if t in SECRET_CUES or (t == "code" and _secret_code(tokens, k)) or tuple(tokens[max(0, k - 2):k + 1]) in SPELLED_SECRET \
+            or tuple(tokens[max(0, k - 1):k + 1]) in HEARD_SECRET or (t in HEARD_PIN and k > 0 and tokens[k - 1] in PIN_OWNERS):
         return "SECRET"
     for label, words in CUES.items():
         if (t in words or _stem(t) in words) and label in MIN_SYMBOLS:
@@ -673,6 +682,37 @@ def _secret_nearby(words: tuple[Word, ...], tokens: list[str], cues: list[int],
     return out
 
 
+def _entered(words: tuple[Word, ...], tokens: list[str]) -> list[tuple[int, int]]:
+    """Rule 10, a value keyed in: after "key in", "keyed in", "type in", "typed" or "entered"
+    (and "my", "the", "in" after them), a run of 4 to :data:`ENTRY_SYMBOLS` symbols with at
+    least 3 digits or 4 letters ("I key in double one double two three four for the
+    verification", "I typed P, A, S, S, W, O, R, D, one two three"), unless a look-alike's or
+    another entity's word names it ("key in the amount", "key in your postal code")."""
+    out = []
+    for k, t in enumerate(tokens):
+        if t not in ENTRY_VERBS or (ENTRY_VERBS[t] and tokens[k + 1:k + 2] != [ENTRY_VERBS[t]]):
+            continue
+        start = k + 1 + bool(ENTRY_VERBS[t])
+        while start < len(words) and tokens[start] in ("my", "the", "in", "it", "uh", "um", "er"):
+            start += 1
+        if start >= len(words) or tokens[start] in CUE_WORDS | NON_PII_BEFORE | {"amount"} \
+                or not _is_symbolic(words[start], _next(words, start)):
+            continue
+        run = _run(words, start, max_inside=1, max_symbols=ENTRY_SYMBOLS)
+        if run is None or run[0] != start:
+            continue
+        symbols = run[2]
+        last = run[1]
+        while last > start and tokens[last] in SOUND_ONLY and last + 1 < len(words) and not _is_symbolic(words[last + 1]):
+            last -= 1  # "... three four for the verification": "for" begins what follows
+            symbols = symbols[:-len(_symbol(words[last + 1]) or "")]
+        digits = sum(c.isdigit() for c in symbols)
+        if 4 <= len(symbols) <= ENTRY_SYMBOLS and (digits >= 3 or len(symbols) - digits >= 4) \
+                and not _unit_after(tokens, last) and not any(_counted(tokens, j) for j in range(start, last + 1)):
+            out.append((start, last))
+    return out
+
+
 def _secret_before(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
     """Rule 10, the value said first: "seven seven two oh, that is my card PIN", "blue tiger four
     four nine, that one is my password"."""
@@ -755,7 +795,8 @@ class CueRunDetector:
                 out.append(span_from_words(transcript, list(words[first:last + 1]), label, SCORE, self.name))
         secret_cues = sorted([k for k in range(len(words)) if _cue_at(tokens, k) == "SECRET"] + secret_ends)
         sms = [k for k, t in enumerate(tokens) if t == "sms"]
-        for a, b in _secret_nearby(words, tokens, secret_cues) + _secret_nearby(words, tokens, sms, SMS_SYMBOLS):
+        for a, b in _secret_nearby(words, tokens, secret_cues) + _secret_nearby(words, tokens, sms, SMS_SYMBOLS) \
+                + _entered(words, tokens):
             span = span_from_words(transcript, list(words[a:b + 1]), "SECRET", CONTEXT_SCORE, self.name)
             if not any(o.label == "SECRET" and o.overlaps(span) for o in out):  # found at its cue already
                 out.append(span)
