@@ -248,8 +248,7 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
         return "DATE"
     if t in CARD_CODE_CUES or _card_code_phrase(tokens, k):
         return "CARD_CODE"
-    if t in SECRET_CUES or (t == "code" and _secret_code(tokens, k)) or tuple(tokens[max(0, k - 2):k + 1]) in SPELLED_SECRET \
-            or tuple(tokens[max(0, k - 1):k + 1]) in HEARD_SECRET or (t in HEARD_PIN and k > 0 and tokens[k - 1] in PIN_OWNERS):
+    if _secret_name(tokens, k):
         return "SECRET"
     for label, words in CUES.items():
         if (t in words or _stem(t) in words) and label in MIN_SYMBOLS:
@@ -263,6 +262,16 @@ def _cue_at(tokens: list[str], k: int) -> str | None:
                 return None  # "TAC number": the secret's own cue finds its value (rule 10)
         return "?"
     return None
+
+
+def _secret_name(tokens: list[str], k: int) -> bool:
+    """Whether ``tokens[k]`` names a secret (rule 10): "PIN", "OTP", "password", ...; a secret's
+    "code" (:func:`_secret_code`); "P I N" spelled; the recogniser's "the tack", "oh tp", or
+    "bin" after "card" or "ATM"."""
+    t = tokens[k]
+    return (t in SECRET_CUES or (t == "code" and _secret_code(tokens, k))
+            or tuple(tokens[max(0, k - 2):k + 1]) in SPELLED_SECRET or tuple(tokens[max(0, k - 1):k + 1]) in HEARD_SECRET
+            or (t in HEARD_PIN and k > 0 and tokens[k - 1] in PIN_OWNERS))
 
 
 def _secret_code(tokens: list[str], k: int) -> bool:
