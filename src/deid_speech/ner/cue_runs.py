@@ -668,7 +668,7 @@ def _secret_nearby(words: tuple[Word, ...], tokens: list[str], cues: list[int],
     the next). After "SMS" (``most``
     :data:`SMS_SYMBOLS`) only a one-time code's length: eight digits there are a phone."""
     out: list[tuple[int, int]] = []
-    k = 0
+    k = 0 if cues else len(words)  # nothing to do without a cue
     while k < len(words):
         if tokens[k] in SOUND_ONLY or tokens[k] in CUE_WORDS or token_symbols(words[k].text, words[k].text) is None:
             k += 1
@@ -765,8 +765,9 @@ class CueRunDetector:
         tokens = [clean_token(w.text) for w in words]
         out: list[Span] = []
         secret_ends: list[int] = []  # the last words of the secrets found at their cues
+        labels = [_cue_at(tokens, k) for k in range(len(words))]
         for k in range(len(words)):
-            label = _cue_at(tokens, k)
+            label = labels[k]
             if label is None:
                 continue
             if label == "EMAIL":
@@ -802,7 +803,7 @@ class CueRunDetector:
             if label != "?" and len(symbols) >= MIN_SYMBOLS[label] and not _vetoed(tokens, first, last):
                 last = _rest(words, tokens, last, FULL.get(label, 0) - len(symbols))
                 out.append(span_from_words(transcript, list(words[first:last + 1]), label, SCORE, self.name))
-        secret_cues = sorted([k for k in range(len(words)) if _cue_at(tokens, k) == "SECRET"] + secret_ends)
+        secret_cues = sorted([k for k, label in enumerate(labels) if label == "SECRET"] + secret_ends)
         sms = [k for k, t in enumerate(tokens) if t == "sms"]
         for a, b in _secret_nearby(words, tokens, secret_cues) + _secret_nearby(words, tokens, sms, SMS_SYMBOLS) \
                 + _entered(words, tokens):
