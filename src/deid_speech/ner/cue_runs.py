@@ -80,7 +80,17 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    symbol if it holds one, and none when its first word describes the password rather than
    gives it ("is wrong", "is not working", "must be ...", "is case sensitive"). The value
    may also come first: "seven seven two oh, that is my card PIN", "blue tiger four four
-   nine, that one is my password".
+   nine, that one is my password". The cue may be spelled ("my card P I N") or written as
+   the recogniser hears it ("the tack", "oh tp", "card bin"). A value elsewhere in the cue's
+   sentence, within :data:`SECRET_CONTEXT` words before or after it, is one too, at
+   :data:`CONTEXT_SCORE`, unless another entity's cue or a look-alike's word stands right
+   before it ("is it two four six eight or two four eight six ah, my debit card PIN"; a value
+   found anchors the next: "the older one ..., the new one ..."); after "SMS" only up to
+   :data:`SMS_SYMBOLS` symbols (eight digits there are a phone). A run that plain words part
+   is the values they part when each is one ("not six eight four oh two, is six eight four oh
+   two two"). A value keyed in needs no name: after "key in", "typed", "entered", 4 to
+   :data:`ENTRY_SYMBOLS` symbols ("I key in double one double two three four"), unless "the
+   amount" or a look-alike's word follows the verb.
 """
 from __future__ import annotations
 
