@@ -371,6 +371,9 @@ def test_a_card_number_then_its_expiry_and_code_are_all_redacted():
     ("for phone banking my PIN is double three eight one oh five I set it last year", "double three eight one oh five"),
     ("the phone banking PIN ah, five six, five six, three two like that", "five six, five six, three two"),
     ("for the card activation the code is A B nine, X seven two and my email", "A B nine, X seven two"),
+    # "double" and "triple" count as the digits they stand for (7774, 1122)
+    ("the door PIN for our unit is triple seven four so the contractor can just let himself in", "triple seven four"),
+    ("my PIN is double one two two ok", "double one two two"),
 ])
 def test_a_pin_or_one_time_code_after_its_cue_is_a_secret(text, value):
     assert ("SECRET", value) in found(text)

@@ -598,7 +598,11 @@ def _secret_values(words: tuple[Word, ...], tokens: list[str], run: tuple[int, i
         return []  # "at least eight characters, with one capital letter": a rule, no value
 
     def value(a: int, b: int) -> bool:
-        sym = "".join(x for j in range(a, b + 1) if (x := _symbol(words[j], _next(words, j))))
+        sym, repeat = "", 1
+        for j in range(a, b + 1):  # as _run reads them: "triple seven four" is 7774
+            x = _symbol(words[j], _next(words, j)) or ""
+            sym += x[:1] * (repeat - 1) + x if x else ""
+            repeat = REPEAT_WORDS.get(tokens[j], 1) if not x else 1
         return _secret_value(sym) and len(sym) <= most
 
     groups, cur = [], []
