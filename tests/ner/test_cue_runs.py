@@ -492,3 +492,12 @@ def test_a_secret_whose_name_was_misheard_or_never_said_is_a_secret(text, value)
 ])
 def test_keyed_look_alikes_stay_audible(text):
     assert not [v for label, v in found(text) if label == "SECRET"], found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I reset my password on twelve March twenty twenty four but still cannot",
+    "the OTP came on the fifth of June two thousand and twenty three",
+    "I keyed in twelve March nineteen eighty five as the date",
+])
+def test_a_date_near_a_secrets_cue_is_no_secret(text):
+    assert not [v for label, v in found(text) if label == "SECRET"], found(text)

@@ -171,6 +171,7 @@ GENERIC_CUES = frozenset("number no. numbers".split())
 EMAIL_CUES = frozenset("email e-mail emails mail -mail".split())
 DOMAIN_WORDS = frozenset("com sg net org edu gov co my io biz info".split())
 DATE_CUES = frozenset("born birth birthday dob".split())
+_CALENDAR = frozenset(MONTHS) - {"may", "mar"}  # a secret's run holding a month is a date
 _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thousand"}
 # the words that announce an entity: inside a run they end it (the entity they announce is
 # another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."); before it
@@ -592,10 +593,13 @@ def _secret_values(words: tuple[Word, ...], tokens: list[str], run: tuple[int, i
     four eight six"); else the run whole when it holds that many ("five two seven, no, five two
     seven one"); else the stretches that do. A leading "one" after "the", "new", "older", ... is
     a pronoun ("the new one two eight ..."). None is a rule's count ("at least eight
-    characters") or followed by a unit or a count ("six digits")."""
+    characters"), a date (a month inside: "on twelve March twenty twenty four")
+    or followed by a unit or a count ("six digits")."""
     first, last, symbols = run
     if any(_counted(tokens, j) for j in range(first, last + 1)):
         return []  # "at least eight characters, with one capital letter": a rule, no value
+    if any(tokens[j] in _CALENDAR for j in range(first, last + 1)):
+        return []  # "I reset my password on twelve March twenty twenty four": a date
 
     def value(a: int, b: int) -> bool:
         sym, repeat = "", 1
@@ -731,7 +735,8 @@ def _entered(words: tuple[Word, ...], tokens: list[str]) -> list[tuple[int, int]
             symbols = symbols[:-len(_symbol(words[last + 1]) or "")]
         digits = sum(c.isdigit() for c in symbols)
         if 4 <= len(symbols) <= ENTRY_SYMBOLS and (digits >= 3 or len(symbols) - digits >= 4) \
-                and not _unit_after(tokens, last) and not any(_counted(tokens, j) for j in range(start, last + 1)):
+                and not _unit_after(tokens, last) \
+                and not any(_counted(tokens, j) or tokens[j] in _CALENDAR for j in range(start, last + 1)):
             out.append((start, last))
     return out
 
