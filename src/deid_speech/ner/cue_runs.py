@@ -177,6 +177,9 @@ _DATE_WORDS = frozenset(MONTHS) | frozenset(ORDINAL_WORDS) | {"nineteen", "thous
 # another one: "transfer I need your DBS account", "IC, a Mastercard ending ..."); before it
 # they are glue, unless they read as symbols ("IC" may be a garbled plate's letters)
 CUE_WORDS = _LABEL_CUE_WORDS | EMAIL_CUES | DATE_CUES | CARD_CODE_CUES
+# rule 10: words that name a value near a secret's cue as something else ("my number is ...",
+# "postal ...") when they stand in the three words before it; "SMS" and "text" say where a code came
+NEARBY_NAMERS = (_LABEL_CUE_WORDS | GENERIC_CUES | NON_PII_BEFORE) - SECRET_CUES - {"sms", "text"}
 # rule 10: secrets
 SECRET_SCORE = 0.8
 SECRET_SYMBOLS = (4, 8)  # a PIN's 4 digits to an 8-digit one-time code
@@ -466,10 +469,14 @@ def _vetoed(tokens: list[str], first: int, last: int) -> bool:
     return bool(set(tokens[max(0, first - 3): first]) & NON_PII_BEFORE) or _unit_after(tokens, last)
 
 
+def _words_after(tokens: list[str], last: int, window: int, n: int) -> set[str]:
+    """The first ``n`` words after ``last`` that are no filler, among the ``window`` tokens after it."""
+    return set([t for t in tokens[last + 1: last + 1 + window] if t not in FILLERS][:n])
+
+
 def _unit_after(tokens: list[str], last: int) -> bool:
     """Whether a unit or time word ("dollars", "pm") follows the run that ends at ``last``."""
-    after = set([t for t in tokens[last + 1: last + 6] if t not in FILLERS][:2])  # "six uh er dollars"
-    return bool(after & NON_PII_AFTER)
+    return bool(_words_after(tokens, last, 5, 2) & NON_PII_AFTER)  # "six uh er dollars"
 
 
 def _email_after_cue(words: tuple[Word, ...], tokens: list[str], k: int) -> tuple[int, int] | None:
@@ -549,7 +556,7 @@ def _secret_value(symbols: str) -> bool:
 
 def _counted(tokens: list[str], last: int) -> bool:
     """Whether a count noun follows the run that ends at ``last`` ("six digits")."""
-    return any(t in COUNT_NOUNS for t in [t for t in tokens[last + 1: last + 4] if t not in FILLERS][:1])
+    return bool(_words_after(tokens, last, 3, 1) & COUNT_NOUNS)
 
 
 def _secret_after(words: tuple[Word, ...], tokens: list[str], k: int) -> list[tuple[int, int]]:
@@ -623,7 +630,7 @@ def _secret_values(words: tuple[Word, ...], tokens: list[str], run: tuple[int, i
             else [(a, b) for a, b in groups if value(a, b)]
     out = []
     for a, b in groups:
-        if _unit_after(tokens, b) or _counted(tokens, b):
+        if _unit_after(tokens, b):  # a count anywhere in the run was refused above
             continue
         while b > a and tokens[b] in SOUND_ONLY and not (_symbol(words[b]) or "0").isdigit() \
                 and b + 1 < len(words) and not _is_symbolic(words[b + 1]):
@@ -700,8 +707,7 @@ def _secret_nearby(words: tuple[Word, ...], tokens: list[str], cues: list[int],
         near = any((0 < first - c <= SECRET_CONTEXT and not any(_ends_clause(words[j]) for j in range(c, first)))
                    or (0 < c - last <= SECRET_CONTEXT and not any(_ends_clause(words[j]) for j in range(last, c)))
                    for c in cues)
-        named = set(tokens[max(0, first - 3):first]) & ((_LABEL_CUE_WORDS | GENERIC_CUES | NON_PII_BEFORE) - SECRET_CUES
-                                                        - {"sms", "text"})
+        named = set(tokens[max(0, first - 3):first]) & NEARBY_NAMERS
         if near and not named:
             found = _secret_values(words, tokens, run, most)
             out += found
@@ -732,7 +738,7 @@ def _entered(words: tuple[Word, ...], tokens: list[str]) -> list[tuple[int, int]
         last = run[1]
         while last > start and tokens[last] in SOUND_ONLY and last + 1 < len(words) and not _is_symbolic(words[last + 1]):
             last -= 1  # "... three four for the verification": "for" begins what follows
-            symbols = symbols[:-len(_symbol(words[last + 1]) or "")]
+            symbols = symbols[:len(symbols) - len(_symbol(words[last + 1]) or "")]
         digits = sum(c.isdigit() for c in symbols)
         if 4 <= len(symbols) <= ENTRY_SYMBOLS and (digits >= 3 or len(symbols) - digits >= 4) \
                 and not _unit_after(tokens, last) \
