@@ -64,6 +64,7 @@ from deid_speech.values import (
     gen_person,
     gen_phone,
     gen_plate,
+    gen_secret,
 )
 
 _TRIES = 40  # bounded redraws: "not the original", a length or shape to match
@@ -242,7 +243,7 @@ def _person(rng: random.Random, vk: str) -> str:
 def _secret(rng: random.Random, vk: str) -> str:
     """Fresh digits, as many as the secret's symbols (4 if it held fewer than 4): a PIN
     stays a PIN's length; no digit of a password said in words is kept."""
-    return "".join(rng.choice("0123456789") for _ in range(max(4, sum(c.isdigit() for c in vk))))
+    return gen_secret(rng, max(4, sum(c.isdigit() for c in vk)))
 
 
 _GENERATORS: dict[str, Callable[[random.Random, str], object]] = {
@@ -255,7 +256,7 @@ _GENERATORS: dict[str, Callable[[random.Random, str], object]] = {
     "CAR_PLATE": _plate,
     "BANK_ACCOUNT": _bank_account,
     "DATE": lambda rng, vk: _no_leap_day(gen_date(rng)),
-    "SECRET": lambda rng, vk: _secret(rng, vk),
+    "SECRET": _secret,
 }
 
 

@@ -265,9 +265,9 @@ def gen_date(rng: random.Random, start_year: int = 1940, end_year: int = 2015) -
     return datetime.date.fromordinal(rng.randint(lo, hi))
 
 
-def gen_secret(rng: random.Random) -> str:
-    """A PIN or a one-time code: 4 digits (a card PIN) or 6 (an OTP, a TAC)."""
-    return _digits(rng, rng.choice((4, 6, 6)))
+def gen_secret(rng: random.Random, n: int | None = None) -> str:
+    """A PIN or a one-time code: ``n`` digits, else 4 (a card PIN) or 6 (an OTP, a TAC)."""
+    return _digits(rng, n if n is not None else rng.choice((4, 6, 6)))
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {
