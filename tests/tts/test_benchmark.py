@@ -24,7 +24,7 @@ def _labels(lines: list[str]) -> Counter:
     return Counter(e.label for t in lines for e in parse_tagged(t)[1])
 
 
-@pytest.mark.parametrize("part,per_label,pii_free", [("test", 15, 20), ("test2", 15, 20), ("dev", 10, 15)])
+@pytest.mark.parametrize("part,per_label,pii_free", [("test", 15, 20), ("test2", 15, 20), ("test3", 15, 20), ("dev", 10, 15)])
 def test_benchmark_utterances_cover_every_label_and_look_alikes(part, per_label, pii_free):
     lines = B.read_utterances(B.SOURCE / "utterances" / f"{part}.txt")
     counts = _labels(lines)
@@ -37,12 +37,12 @@ def test_benchmark_utterances_cover_every_label_and_look_alikes(part, per_label,
 def test_benchmark_calls_are_long_multi_turn_and_cover_every_label():
     calls = {p: [B.read_call(f) for f in sorted((B.SOURCE / "calls" / p).glob("*.txt"))]
              for p in B.PARTS if p not in B.CALLS_AGAIN}
-    assert len(calls["test"]) >= 5 and len(calls["test2"]) >= 5 and len(calls["dev"]) >= 3
-    for turns in calls["test"] + calls["test2"] + calls["dev"]:
+    assert all(len(calls[p]) >= 5 for p in ("test", "test2", "test3")) and len(calls["dev"]) >= 3
+    for turns in calls["test"] + calls["test2"] + calls["test3"] + calls["dev"]:
         words = sum(len(parse_tagged(t)[0].split()) for _, t in turns)
         assert 150 <= words <= 300, words  # 60-120 s at the voices' rates
         assert {s for s, _ in turns} == {"agent", "caller"}
-    for part in ("test", "test2"):
+    for part in ("test", "test2", "test3"):
         counts = _labels([t for turns in calls[part] for _, t in turns])
         assert all(counts[label] >= 4 for label in PAPER_LABELS), (part, counts)
 
@@ -70,9 +70,10 @@ def test_benchmark_sentences_are_not_drawn_from_the_seed_corpus():
 
 
 def test_benchmark_voices_are_used_by_no_other_split():
-    dev, test, test2, fast = (set(canonical(BENCHMARK_VOICES[p])) for p in ("dev", "test", "test2", "dev-fast"))
-    assert not dev & test and not dev & test2 and not test & test2 and not fast & (dev | test | test2)
-    assert not (dev | test | test2 | fast) & set(canonical(DEFAULT_VOICES))
+    parts = {p: set(canonical(BENCHMARK_VOICES[p])) for p in ("dev", "test", "test2", "test3", "dev-fast")}
+    for p, voices in parts.items():
+        assert not voices & set().union(*(v for q, v in parts.items() if q != p)), p
+    assert not set().union(*parts.values()) & set(canonical(DEFAULT_VOICES))
     for split in ("train", "dev", "test"):
         with pytest.raises(HeldOutVoiceError, match="unseen-voice benchmark"):
             voices_for_split([BENCHMARK_VOICES["test"][0]], split)
@@ -135,3 +136,8 @@ def test_build_voices_utterances_and_calls_into_scorable_manifests(tmp_path):
 def test_the_second_test_part_repeats_no_sentence_of_the_others():
     """test2 was written by authors who saw neither dev nor test: no line is a near copy of one."""
     assert _worst_ratio(_texts("test2"), _texts("dev") + _texts("test")) < 0.6
+
+
+def test_the_third_test_part_repeats_no_sentence_of_the_others():
+    """test3 (session 56) was written by authors who saw no other part: no line is a near copy of one."""
+    assert _worst_ratio(_texts("test3"), _texts("dev") + _texts("test") + _texts("test2")) < 0.6

@@ -6,11 +6,12 @@ and settings that no training, dev or test data uses, about half through a noisy
 
 Sources, in the repo (``data/benchmark/``; see its README):
 
-* ``utterances/{dev,test,test2}.txt``: one tagged sentence a line (``#`` comments);
-* ``calls/{dev,test,test2}/*.txt``: one turn a line, ``A: ...`` (agent) or ``B: ...`` (caller).
+* ``utterances/{dev,test,test2,test3}.txt``: one tagged sentence a line (``#`` comments);
+* ``calls/{dev,test,test2,test3}/*.txt``: one turn a line, ``A: ...`` (agent) or ``B: ...`` (caller).
 
 Output per part (``dev`` to tune on, ``test`` to quote, ``test2`` a second test part written in
-session 43 after ``test`` had been scored many times; their voices differ, see
+session 43 after ``test`` had been scored many times, ``test3`` a third written in session 56 after
+``test2`` had been; their voices differ, see
 :data:`~deid_speech.tts.voices.BENCHMARK_VOICES`): ``OUT/<part>/utterances/`` and
 ``OUT/<part>/calls/``, each a ``manifest.jsonl`` with exact entity times and per-word
 reference times, plus ``manifest-clean.jsonl`` / ``manifest-telephone.jsonl`` (the same
@@ -38,7 +39,7 @@ from deid_speech.tts.dataset import MANIFEST, synth_for, voice_call, voice_manif
 from deid_speech.tts.voices import voices_for_split
 from deid_speech.types import parse_tagged
 
-PARTS = ("dev", "test", "test2", "dev-fast")
+PARTS = ("dev", "test", "test2", "test3", "dev-fast")
 # parts that voice another part's calls again, with voices of their own, every call on the noisy
 # phone line, and no utterances: dev-fast (session 44), dev's speakers faster, where test2's
 # telephone calls leaked (its faster KED voice) and dev's calls did not (docs/results.md §0aq)

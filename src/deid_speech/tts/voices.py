@@ -64,6 +64,10 @@ BENCHMARK_VOICES: dict[str, tuple[str, ...]] = {
     # espeak-ng speakers (variants) that no other data uses, in the test part's accents
     "test2": ("espeak:en-us-nyc+Annie@s155,p60", "espeak:en-gb-x-rp+Lee@s165,p45",
               "espeak:en-gb-x-gbcwmd+Andy@s150,p40", "festival:ked@0.92"),
+    # a third test part (session 56): new sentences and calls by two more authors who saw no other
+    # part, and espeak-ng speakers that no other data uses, with KED at a rate of its own
+    "test3": ("espeak:en-us+Michael@s150,p50", "espeak:en-gb-x-rp+steph@s160,p60",
+              "espeak:en-us-nyc+caleb@s145,p40", "espeak:en-gb-x-gbcwmd+Alicia@s155,p55", "festival:ked@1.05"),
     # dev's calls again (tts.benchmark.CALLS_AGAIN), dev's speakers faster, all on the phone line
     "dev-fast": ("espeak:en-gb-x-gbclan+m7@s180,p35", "espeak:en-us+klatt4@s175", "flite:kal@0.9,f150"),
 }
