@@ -417,3 +417,25 @@ def test_the_words_of_an_address_after_digits_stay_in_the_span():
     span = _words_span(tr, "two", "thanks", "BANK_ACCOUNT")
     out = trim_to_value(span, tr)
     assert out.end == pytest.approx([w for w in tr.words if w.text == "sg"][0].end)
+
+
+@pytest.mark.parametrize("text,label,ends", [
+    # a value whose check letter or digit is right is complete: the words after it are cut off
+    ("S nine five five seven two two five A, the F one", "NRIC", "A,"),
+    ("four five three two one two three four five six seven eight nine oh one four, the one", "CREDIT_CARD", "four,"),
+    ("three seven one four four nine six three five three nine eight four three one, I", "CREDIT_CARD", "one,"),
+    ("S K B ninety two fifty U the F", "CAR_PLATE", "U"),
+    # a wrong check letter or digit says the value may go on: the span keeps its tail
+    ("S nine five five seven two two five B, the F one", "NRIC", "one"),
+    ("four five three two one two three four five six seven eight nine oh one two, the one", "CREDIT_CARD", "one"),
+    # three or more symbols after it: a correction or a second number, kept
+    ("S nine five five seven two two five A, sorry, S nine five five seven two two six", "NRIC", "six"),
+    ("S K B ninety two fifty U, or ninety two fifty one", "CAR_PLATE", "one"),
+])
+def test_a_checked_value_ends_where_its_check_symbol_is_right(text, label, ends):
+    from deid_speech.ner.patterns import trim_to_value
+
+    tr = make_transcript(text)
+    span = _words_span(tr, tr.words[0].text.strip(",."), tr.words[-1].text.strip(",."), label)
+    out = trim_to_value(span, tr)
+    assert out.end == pytest.approx([w for w in tr.words if w.text == ends][-1].end) and out.start == span.start

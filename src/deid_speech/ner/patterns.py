@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from deid_speech import validators as V
 from deid_speech.ner.base import register, span_from_words
 from deid_speech.spoken import DIGIT_WORDS, REPEAT_WORDS, Symbols, clean_token, normalize_tokens, token_symbols
-from deid_speech.types import Span, Transcript
+from deid_speech.types import Span, Transcript, Word
 
 CUES: dict[str, frozenset[str]] = {
     "PHONE": frozenset("phone call contact hp handphone mobile whatsapp reach text sms tel "
@@ -336,6 +336,33 @@ def _address_word(token: str) -> bool:
         or "." in token.strip(".,!?")
 
 
+CHECKED_LABELS = frozenset({"NRIC", "CREDIT_CARD", "CAR_PLATE"})  # values that carry a check letter or digit
+AFTER_CHECKED = 3  # a value's symbols after a checked value: a correction or another number, kept
+
+
+def _checked_value_end(label: str, words: list[Word]) -> int | None:
+    """The number of ``words`` up to the word that completes a checked value at their start: an
+    NRIC/FIN whose check letter is right, a card of 15 or 16 digits that passes Luhn, a plate
+    whose check letter is right. None where no such value starts them, or where
+    :data:`AFTER_CHECKED` or more symbols follow it (a correction, or a second number)."""
+    runs = normalize_tokens([w.text for w in words])
+    if not runs or runs[0][0] != 0:
+        return None
+    _, _, sym = runs[0]
+    text = sym.text
+    ends = {"NRIC": (9,), "CREDIT_CARD": (16 if text[:2] not in ("34", "37") else 15,),
+            "CAR_PLATE": (4, 5, 6, 7, 8)}[label]  # 15 digits: an Amex
+    check = {"NRIC": V.is_valid_nric, "CREDIT_CARD": V.is_valid_card, "CAR_PLATE": V.is_valid_plate}[label]
+    for n in ends:
+        if len(text) >= n and check(text[:n]):
+            break
+    else:
+        return None
+    end = sym.last(n - 1) + 1
+    after = sum(len(r[2].text) for r in runs) - n
+    return end if after < AFTER_CHECKED and end < len(words) else None
+
+
 def trim_to_value(span: Span, transcript: Transcript) -> Span:
     """``span`` cut to the value it holds, where a detector (the trained NER, the cue-anchored
     runs, the patterns) took in words around it. Only number-like labels (:data:`NUMBER_LABELS`):
@@ -353,7 +380,12 @@ def trim_to_value(span: Span, transcript: Transcript) -> Span:
       the cue-anchored runs take it), and so does a word of an email address ("two K dot
       seven seven oh seven dot com dot sg": an address the passes read as an account) and
       any word after an NRIC, passport or plate, whose check letter the recogniser often
-      turns into a word.
+      turns into a word;
+    * **a checked value's tail** (:data:`CHECKED_LABELS`): where the symbols at the start of an
+      NRIC/FIN, card or plate span make a value whose check letter or Luhn digit is right ("S
+      nine five five seven two two five A, the F one"), the value is complete and the words after
+      it are cut off, unless :data:`AFTER_CHECKED` or more symbols follow (a correction or a
+      second number stays). A wrong check symbol says the value may go on: the tail stays.
     The cue is no part of the value, and beeping it (with what was heard before it) only
     hides the context a listener needs."""
     if span.label not in NUMBER_LABELS:
@@ -376,6 +408,8 @@ def trim_to_value(span: Span, transcript: Transcript) -> Span:
                 token_symbols(words[last - 1].text) is None and words[last - 1].prob >= TAIL_SURE
                 and not _address_word(words[last - 1].text))):
             last -= 1
+    if span.label in CHECKED_LABELS and (end := _checked_value_end(span.label, words[first:last])) is not None:
+        last = first + end
     if first >= last or (first, last) == (0, len(words)):
         return span
     start = max(span.start, words[first].start)
