@@ -336,7 +336,8 @@ def _address_word(token: str) -> bool:
         or "." in token.strip(".,!?")
 
 
-CHECKED_LABELS = frozenset({"NRIC", "CREDIT_CARD", "CAR_PLATE"})  # values that carry a check letter or digit
+# values that carry a check letter or digit, and the check of a whole value
+CHECKED_VALUES = {"NRIC": V.is_valid_nric, "CREDIT_CARD": V.is_valid_card, "CAR_PLATE": V.is_valid_plate}
 AFTER_CHECKED = 3  # a value's symbols after a checked value: a correction or another number, kept
 
 
@@ -352,9 +353,8 @@ def _checked_value_end(label: str, words: list[Word]) -> int | None:
     text = sym.text
     ends = {"NRIC": (9,), "CREDIT_CARD": (16 if text[:2] not in ("34", "37") else 15,),
             "CAR_PLATE": (4, 5, 6, 7, 8)}[label]  # 15 digits: an Amex
-    check = {"NRIC": V.is_valid_nric, "CREDIT_CARD": V.is_valid_card, "CAR_PLATE": V.is_valid_plate}[label]
     for n in ends:
-        if len(text) >= n and check(text[:n]):
+        if len(text) >= n and CHECKED_VALUES[label](text[:n]):
             break
     else:
         return None
@@ -381,7 +381,7 @@ def trim_to_value(span: Span, transcript: Transcript) -> Span:
       seven seven oh seven dot com dot sg": an address the passes read as an account) and
       any word after an NRIC, passport or plate, whose check letter the recogniser often
       turns into a word;
-    * **a checked value's tail** (:data:`CHECKED_LABELS`): where the symbols at the start of an
+    * **a checked value's tail** (:data:`CHECKED_VALUES`): where the symbols at the start of an
       NRIC/FIN, card or plate span make a value whose check letter or Luhn digit is right ("S
       nine five five seven two two five A, the F one"), the value is complete and the words after
       it are cut off, unless :data:`AFTER_CHECKED` or more symbols follow (a correction or a
@@ -408,7 +408,7 @@ def trim_to_value(span: Span, transcript: Transcript) -> Span:
                 token_symbols(words[last - 1].text) is None and words[last - 1].prob >= TAIL_SURE
                 and not _address_word(words[last - 1].text))):
             last -= 1
-    if span.label in CHECKED_LABELS and (end := _checked_value_end(span.label, words[first:last])) is not None:
+    if span.label in CHECKED_VALUES and (end := _checked_value_end(span.label, words[first:last])) is not None:
         last = first + end
     if first >= last or (first, last) == (0, len(words)):
         return span
