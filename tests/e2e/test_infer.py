@@ -95,6 +95,34 @@ def test_speech_that_no_word_covers_is_decoded_again(monkeypatch):
     assert [s.label for s in spans] == ["PHONE"] and 3.5 < spans[0].start < spans[0].end <= 6.5
 
 
+def test_without_pocketsphinx_the_fallback_is_said_once_and_widens_each_entity(monkeypatch, caplog):
+    import threading
+
+    import deid_speech.align.base as align_base
+    from deid_speech.e2e.infer import UNSURE_PAD_S, E2ETagger
+
+    tries = []
+
+    def no_aligner(name, **kwargs):
+        tries.append(name)
+        raise DeidError("pocketsphinx is not installed (pip install pocketsphinx)")
+
+    monkeypatch.setattr(align_base, "get_aligner", no_aligner)
+    tagger = object.__new__(E2ETagger)
+    tagger._aligner, tagger._no_aligner, tagger._align_lock = None, None, threading.Lock()
+    audio = np.zeros(16000 * 12, np.float32)
+    wins = [Window(0.0, 6.0, "call [PHONE] nine eight [PHONE] ok"), Window(6.0, 12.0, "at [PHONE] one two [PHONE]")]
+    with caplog.at_level("WARNING", logger="deid_speech"):
+        _, spans = place(wins, audio, tagger.align, even_aligner)
+    assert tries == ["pocketsphinx"]  # built once, not once per window
+    said = [r.getMessage() for r in caplog.records if "no forced aligner" in r.getMessage()]
+    assert len(said) == 1 and "pocketsphinx is not installed" in said[0] and "deid-speech[e2e]" in said[0]
+    first = even_aligner(audio[:6 * 16000], "call nine eight ok").words
+    assert spans[0].start == pytest.approx(first[1].start - UNSURE_PAD_S)
+    assert spans[0].end == pytest.approx(first[2].end + UNSURE_PAD_S)
+    assert len(spans) == 2 and spans[1].start >= 6.0
+
+
 def test_empty_windows_are_skipped():
     tr, spans = place([Window(0.0, 3.0, ""), Window(3.0, 4.0, "[PHONE]")], np.zeros(64000, np.float32), even_aligner)
     assert tr.text == "" and spans == []

@@ -20,6 +20,7 @@ JSON as the cascade.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -32,6 +33,8 @@ import numpy as np
 from deid_speech import timing
 from deid_speech.errors import DeidError
 from deid_speech.types import Recognition, Span, Transcript
+
+log = logging.getLogger(__name__)
 
 MODEL_RATE = 16000
 # An entity in a window that pocketsphinx cannot place is timed by cross-attention and
@@ -297,16 +300,28 @@ class E2ETagger:
         self.batch_size = options.batch_size or (GPU_BATCH if on_gpu else CPU_BATCH)
         self.name = f"e2e:{options.model}"
         self._aligner = None
+        self._no_aligner: DeidError | None = None
         self._align_lock = threading.Lock()
 
     def align(self, clip: np.ndarray, text: str) -> Transcript:
         """Word times of ``text`` in ``clip`` by pocketsphinx forced alignment (accurate to
-        a few hundredths of a second where it succeeds; raises DeidError where not)."""
+        a few hundredths of a second where it succeeds; raises DeidError where not).
+        Where the aligner cannot be built (pocketsphinx is not installed), that is said
+        once on the log, and every window falls back to the model's own, wider times."""
         with self._align_lock:
+            if self._no_aligner is not None:
+                raise self._no_aligner
             if self._aligner is None:
                 from deid_speech.align.base import get_aligner
 
-                self._aligner = get_aligner("pocketsphinx")
+                try:
+                    self._aligner = get_aligner("pocketsphinx")
+                except DeidError as e:
+                    self._no_aligner = e
+                    log.warning("e2e: no forced aligner (%s): word times come from the model's cross-attention "
+                                "and each entity is widened by %s s on both sides; pip install 'deid-speech[e2e]' "
+                                "for the precise times", e, UNSURE_PAD_S)
+                    raise
             return self._aligner.align(clip, text)
 
     def tag_many(self, audios: list[np.ndarray], progress=None,
