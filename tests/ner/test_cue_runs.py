@@ -374,6 +374,8 @@ def test_a_card_number_then_its_expiry_and_code_are_all_redacted():
     # "double" and "triple" count as the digits they stand for (7774, 1122)
     ("the door PIN for our unit is triple seven four so the contractor can just let himself in", "triple seven four"),
     ("my PIN is double one two two ok", "double one two two"),
+    # a correction between "double" and its digit leaves the repeat, as an identifier's run reads it (8831)
+    ("my PIN is double, wait, eight three one ok", "double, wait, eight three one"),
 ])
 def test_a_pin_or_one_time_code_after_its_cue_is_a_secret(text, value):
     assert ("SECRET", value) in found(text)

@@ -325,6 +325,20 @@ def _next(words, k: int) -> Word | None:
     return words[k + 1] if k + 1 < len(words) else None
 
 
+def _read(words: tuple[Word, ...], k: int, repeat: int) -> tuple[str, int]:
+    """The symbols word ``k`` adds to a run after a "double"/"triple" that left ``repeat``, and
+    the repeat it leaves: a symbol's first character comes ``repeat`` times ("triple seven
+    four" is 7774); "double"/"triple" set the repeat, a joiner ("dash") resets it, and any
+    other word (a stray "uh") leaves it for the symbol after it."""
+    sym = _symbol(words[k], _next(words, k))
+    t = clean_token(words[k].text)
+    if sym:
+        return sym[:1] * (repeat - 1) + sym, 1
+    if t in REPEAT_WORDS:
+        return "", REPEAT_WORDS[t]
+    return "", 1 if sym is not None or t in JOINERS else repeat
+
+
 def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
          max_symbols: int = MAX_SYMBOLS["?"]) -> tuple[int, int, str] | None:
     """(first, last, symbols) of the identifier run starting at or after ``start``; once it
@@ -373,9 +387,8 @@ def _run(words: tuple[Word, ...], start: int, max_inside: int = MAX_INSIDE,
         if _is_symbolic(w, _next(words, k)) or (t in JOINERS and parts):
             if not parts or parts[-1][0] != k - 1:
                 group = k
-            sym = _symbol(w, _next(words, k)) or ""
-            parts.append((k, sym[:1] * (repeat - 1) + sym))
-            repeat = REPEAT_WORDS.get(t, 1)
+            said, repeat = _read(words, k, repeat)
+            parts.append((k, said))
             if not (inside and t in SOUND_ONLY):  # "the rest I don't": "I" renews no stray budget
                 inside = 0
         elif t in STOPS or t in NON_PII_BEFORE or not t:
@@ -610,10 +623,9 @@ def _secret_values(words: tuple[Word, ...], tokens: list[str], run: tuple[int, i
 
     def value(a: int, b: int) -> bool:
         sym, repeat = "", 1
-        for j in range(a, b + 1):  # as _run reads them: "triple seven four" is 7774
-            x = _symbol(words[j], _next(words, j)) or ""
-            sym += x[:1] * (repeat - 1) + x if x else ""
-            repeat = REPEAT_WORDS.get(tokens[j], 1) if not x else 1
+        for j in range(a, b + 1):  # as _run reads them
+            said, repeat = _read(words, j, repeat)
+            sym += said
         return _secret_value(sym) and len(sym) <= most
 
     groups, cur = [], []
