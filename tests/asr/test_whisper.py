@@ -334,41 +334,6 @@ def test_unlag_moves_words_and_segments_and_keeps_them_in_the_audio():
     assert (late.segments[0].start, late.segments[0].end) == (pytest.approx(0.1), 1.0)
 
 
-def test_a_contractions_end_joins_the_word_before_it():
-    from deid_speech.asr.whisper import joined_contractions
-    from deid_speech.types import Transcript
-
-    words = [("ah", 0.0, 0.2, 0.7), ("ma", 0.3, 0.5, 0.24), ("'am,", 0.5, 0.7, 0.86), ("why", 0.8, 1.0, 0.2),
-             ("seven", 1.1, 1.4, 0.9), ("o", 1.4, 1.5, 0.5), ("'clock.", 1.5, 1.9, 0.9), ("Y", 2.0, 2.1, 0.9),
-             ("'all", 2.1, 2.3, 0.8), ("said", 2.4, 2.6, 0.9), ("'Tan'", 2.7, 3.0, 0.9), ("3", 3.1, 3.2, 0.9),
-             ("'s", 3.2, 3.3, 0.9)]
-    t = Transcript.from_words(words, segments=[Span(0.0, 3.3)])
-    j = joined_contractions(t)
-    assert j.text == "ah ma'am, why seven o'clock. Y'all said 'Tan' 3 's"
-    assert [(w.text, w.start, w.end, w.prob) for w in j.words[1:2]] == [("ma'am,", 0.3, 0.7, 0.24)]
-    assert all(j.text[w.char_start:w.char_end] == w.text for w in j.words) and j.segments == t.segments
-    plain = Transcript.from_words([("it", 0.0, 0.1), ("is", 0.1, 0.2)])
-    assert joined_contractions(plain) is plain
-
-
-def test_a_transcriber_joins_contractions_so_ma_am_is_no_name(monkeypatch):
-    """A decoder that writes "ma 'am" as two words (base-sg does): spaCy took it for a name."""
-    import deid_speech.asr.whisper as whisper
-    from deid_speech.ner.spacy_ner import SpacyDetector
-    from deid_speech.types import Transcript
-
-    decoded = Transcript.from_words([(w, 0.2 * k, 0.2 * k + 0.15)
-                                     for k, w in enumerate("so I told ah ma 'am, why jie, to meet".split())])
-    tr = object.__new__(whisper.Transcriber)
-    tr.resolved = type("R", (), {"lag_s": 0.0})()
-    monkeypatch.setattr(tr, "transcribe_raw", lambda audio, progress=None: decoded, raising=False)
-    out = tr.transcribe(np.zeros(32000, np.float32))
-    assert "ma'am," in out.text.split()
-    spacy = SpacyDetector()
-    assert [s.label for s in spacy.detect(decoded)] == ["PERSON"]  # "ma 'am" as the decoder wrote it
-    assert spacy.detect(out) == []
-
-
 def test_a_transcriber_takes_its_models_lag_off_what_it_decodes(monkeypatch):
     import deid_speech.asr.whisper as whisper
     from deid_speech.asr.models import ResolvedModel

@@ -584,7 +584,7 @@ class Transcriber:
     def transcribe(self, audio: np.ndarray, progress=None) -> Transcript:
         """Transcribe 16 kHz mono float32 audio. ``progress(done_s, total_s)`` if given. The
         words' times are corrected for the model's lag (:func:`unlag`)."""
-        return finished(self.transcribe_raw(audio, progress), self.resolved.lag_s, len(audio) / MODEL_RATE)
+        return unlag(self.transcribe_raw(audio, progress), self.resolved.lag_s, len(audio) / MODEL_RATE)
 
     def transcribe_raw(self, audio: np.ndarray, progress=None) -> Transcript:
         """:meth:`transcribe` with the words' times as faster-whisper gives them."""
@@ -734,37 +734,6 @@ _ADDED_LATER = {"max_temperature": 1.0, "best_of": 5, "logprob_threshold": -1.0,
                 "second_chance_fallback": True}
 
 
-# the ends of English contractions that the fine-tuned decoders write as a word of their own
-# ("ma 'am", "o 'clock", "y 'all"): spaCy took "ma 'am" for a name (dev utterances)
-CONTRACTION_ENDS = frozenset("am all clock s t ll re ve d m em".split())
-_CONTRACTION = re.compile(r"['’]([a-z]+)([^a-z]*)", re.IGNORECASE)
-
-
-def joined_contractions(transcript: Transcript) -> Transcript:
-    """``transcript`` with each word that is a contraction's end (an apostrophe and one of
-    :data:`CONTRACTION_ENDS`, punctuation after it allowed) joined to the word before it,
-    when that word ends in a letter: "ma 'am," -> "ma'am,", timed from the first word's start
-    to the second's end, at the lower of their two probabilities."""
-    words = list(transcript.words)
-    if not any(_CONTRACTION.fullmatch(w.text) for w in words[1:]):
-        return transcript
-    out: list[tuple[str, float, float, float]] = []
-    for w in words:
-        m = _CONTRACTION.fullmatch(w.text)
-        if out and m and m.group(1).lower() in CONTRACTION_ENDS and out[-1][0][-1:].isalpha():
-            t, s, _, p = out[-1]
-            out[-1] = (t + w.text, s, w.end, min(p, w.prob))
-        else:
-            out.append((w.text, w.start, w.end, w.prob))
-    return Transcript.from_words(out, segments=transcript.segments)
-
-
-def finished(transcript: Transcript, lag_s: float, total_s: float) -> Transcript:
-    """A decoder's transcript as the detectors read it: moved earlier by :func:`unlag`, contractions
-    joined (:func:`joined_contractions`)."""
-    return joined_contractions(unlag(transcript, lag_s, total_s))
-
-
 def unlag(transcript: Transcript, lag_s: float, total_s: float) -> Transcript:
     """``transcript`` with its words and segments moved ``lag_s`` seconds earlier (a model's
     word times come late by a constant of its architecture:
@@ -816,7 +785,7 @@ class CachedTranscriber:
         """The transcript kept for ``audio``, as :meth:`Transcriber.transcribe` gives it (the file
         keeps the words' times as decoded; the model's lag is taken off on reading)."""
         d = self.items.get(f"{self.model_key}:{self._key(audio)}")
-        return finished(Transcript.from_dict(d), self.resolved.lag_s, len(audio) / MODEL_RATE) if d is not None else None
+        return unlag(Transcript.from_dict(d), self.resolved.lag_s, len(audio) / MODEL_RATE) if d is not None else None
 
     def recognize(self, audio: np.ndarray, progress=None) -> Recognition:
         return Recognition(self.transcribe(audio, progress))
@@ -837,7 +806,7 @@ class CachedTranscriber:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"model": self.model_key, "audio": key, "transcript": d}) + "\n")
-        return finished(tr, self.resolved.lag_s, len(audio) / MODEL_RATE)
+        return unlag(tr, self.resolved.lag_s, len(audio) / MODEL_RATE)
 
 
 def transcriber(options: AsrOptions, cache: Path | str | None = None) -> Transcriber | CachedTranscriber:
