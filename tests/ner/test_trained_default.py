@@ -47,6 +47,7 @@ def test_missing_shipped_model_is_an_error(monkeypatch, tmp_path) -> None:
     ("DATE", "the first three years", False), ("DATE", "about the second two months", False),
     ("DATE", "the first day", True), ("DATE", "two thousand one hundred", False),
     ("DATE", "two thousand and one", True), ("DATE", "two thousand and five hundred", False),
+    ("DATE", "two thousand or fifteen dollars", False), ("DATE", "two thousand, fifteen March", True),
     ("DATE", "of nineteen", False), ("DATE", "nineteen eighty seven", True), ("DATE", "nineteen oh five", True),
     # an EMAIL is never dropped: the model tags garbled names and identifiers EMAIL ("nerf our
     # hannabinti snail", "2 .0 also"), so a rule that drops ordinary words ("thy sweet self") leaked

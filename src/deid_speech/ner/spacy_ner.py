@@ -75,9 +75,11 @@ DATE_RX = re.compile(
 # with a day beside it; a month alone names no day ("May" heard in "Maybank", "the end of April")
 _DAY = r"(?:" + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th))"  # an ordinal, said or written
 # a year: four digits, "nineteen" with a number after it, "two thousand" unless "hundred"
-# follows (a sum: "two thousand one hundred")
+# follows, or a currency within three words (sums: "two thousand one hundred", "two thousand or
+# fifteen dollars")
 _YEAR_RX = re.compile(r"\b(?:(?:19|20)\d\d|nineteen[ -](?:" + _NUMW + r"|\d)|two thousand(?![ -](?:and[ -])?"
-                      r"(?:\w+[ -])?hundred\b))", re.IGNORECASE)
+                      r"(?:\w+[ -])?hundred\b)(?!(?:[ ,-]+\w+){0,3}[ ,-]+(?:dollars?|bucks|cents|ringgit)\b))",
+                      re.IGNORECASE)
 _NUMERIC_DATE_RX = re.compile(r"\b\d{1,2}[/.-]\d{1,2}\b")
 _MONTH_RX = re.compile(r"\b" + _MONTH + r"(?!\w)", re.IGNORECASE)
 _CARDINAL_DAY_RX = re.compile(r"\b" + _CARDINAL_DAY + r"\b", re.IGNORECASE)
