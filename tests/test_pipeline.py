@@ -157,6 +157,15 @@ def test_an_m4a_call_is_decoded_and_redacted_into_flac(tmp_path):
         collect_inputs([str(tmp_path / "empty")])
 
 
+def test_an_opus_call_that_libsndfile_reads_is_redacted_into_flac_as_its_name_says(tmp_path):
+    src = tmp_path / "call.opus"
+    sf.write(src, tone(5.0, 48000), 48000, format="OGG", subtype="OPUS")
+    assert sf.info(src).subtype == "OPUS"  # libsndfile reads it itself (not through PyAV)
+    audio_out, _, result = redact_file(redactor(), src, None, {src.resolve()})
+    assert audio_out.name == "call.redacted.flac" and sf.info(audio_out).format == "FLAC"
+    assert sf.info(audio_out).frames == sf.info(src).frames and [s.label for s in result.spans] == ["PHONE"]
+
+
 def test_out_dir_mirrors_the_input_tree_so_equal_names_in_two_folders_both_survive(tmp_path):
     _tone_file(tmp_path / "in" / "a" / "call.wav"), _tone_file(tmp_path / "in" / "b" / "call.wav")
     files, _, roots = collect_inputs([str(tmp_path / "in")])

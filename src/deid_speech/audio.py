@@ -317,7 +317,7 @@ def load(path: str | os.PathLike) -> Audio:
     if info is None:
         return _load_with_av(p)
     if info.frames >= 2**62:  # a legal stream of unknown length (FLAC total_samples = 0): decode to the end
-        return _load_with_av(p, info.format, info.subtype)
+        return _load_with_av(p, *_written_as(p, info.format, info.subtype))
     try:
         with open(p, "rb") as fh:
             data, sr = sf.read(fh, dtype="float32", always_2d=True)
@@ -328,7 +328,15 @@ def load(path: str | os.PathLike) -> Audio:
         raise DeidError(f"{p}: audio has zero length")
     if not all_finite(data):
         raise DeidError(f"{p}: audio contains NaN or infinite samples")
-    return Audio(data, int(sr), info.format, info.subtype)
+    return Audio(data, int(sr), *_written_as(p, info.format, info.subtype))
+
+
+def _written_as(p: Path, fmt: str, subtype: str | None) -> tuple[str, str | None]:
+    """The format and subtype the redacted copy of ``p`` is written in: the input's own, but
+    FLAC for a :data:`TRANSCODED` name even where libsndfile reads the file itself (an
+    ".opus" file is Ogg Opus to it), since the output is named ``.flac``
+    (:func:`deid_speech.pipeline.output_paths`)."""
+    return ("FLAC", "PCM_16") if p.suffix.lower() in TRANSCODED else (fmt, subtype)
 
 
 @dataclass(frozen=True)
@@ -360,7 +368,7 @@ class AudioFile:
             return None
         if info.frames == 0:
             raise DeidError(f"{p}: audio has zero length")
-        return cls(p, int(info.frames), int(info.samplerate), int(info.channels), info.format, info.subtype)
+        return cls(p, int(info.frames), int(info.samplerate), int(info.channels), *_written_as(p, info.format, info.subtype))
 
     def _blocks(self, align: int = 1):
         """``(s, e, lo, hi, samples of [lo, hi))`` in order: blocks with resampling context.
