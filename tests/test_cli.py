@@ -25,7 +25,9 @@ def test_usage_errors_exit_2_with_a_message():
     r = run("redact", "x.wav", "--labels", "PHONE,SSN")
     assert r.returncode == 2 and "unknown label(s) SSN" in r.stderr
     r = run("redact", "x.wav", "--padding", "-1")
-    assert r.returncode == 2 and "padding" in r.stderr
+    assert r.returncode == 2 and "padding must be between 0 and 2 seconds" in r.stderr
+    r = run("redact", "x.wav", "--merge-gap", "-5")  # its own name and the bound a config file has too
+    assert r.returncode == 2 and "--merge-gap: merge gap must be between 0 and 5 seconds" in r.stderr
     r = run("redact", "x.wav", "--verify-passes", "0")
     assert r.returncode == 2 and "--verify-passes: must be a whole number from 1 to 4, not '0'" in r.stderr
     r = run("redact", "x.wav", "--no-verify", "--verify-passes", "2")

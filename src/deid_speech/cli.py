@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from deid_speech.errors import DeidError
-from deid_speech.redact import AUDIO_OPS, KEY_ENV, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
+from deid_speech.redact import AUDIO_OPS, KEY_ENV, MAX_MERGE_GAP, MAX_PAD, MERGE_GAP, PAD_AFTER, PAD_BEFORE, TEXT_OPS
 from deid_speech.systems import E2E as E2E_SYSTEMS
 from deid_speech.systems import MAX_VERIFY_PASSES, RECOGNISER, VERIFIER, VERIFY_PASSES
 from deid_speech.systems import REDACT as SYSTEMS
@@ -28,14 +28,20 @@ def _labels(value: str) -> tuple[str, ...]:
     return labels
 
 
-def _padding(value: str) -> float:
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not 0 <= v <= 2:
-        raise argparse.ArgumentTypeError("padding must be between 0 and 2 seconds")
-    return v
+def _seconds(what: str, most: float):
+    """An argparse type: a number of seconds from 0 to ``most``, named ``what`` in its error."""
+    def parse(value: str) -> float:
+        try:
+            v = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        if not 0 <= v <= most:
+            raise argparse.ArgumentTypeError(f"{what} must be between 0 and {most:g} seconds")
+        return v
+    return parse
+
+
+_padding = _seconds("padding", MAX_PAD)
 
 
 def _formats(value: str) -> tuple[str, ...]:
@@ -68,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"seconds redacted before each span ({PAD_BEFORE:g}; the recogniser times entities late)")
     r.add_argument("--pad-after", type=_padding, default=None, help=f"seconds redacted after each span ({PAD_AFTER:g})")
     r.add_argument("--padding", type=_padding, default=None, help="set --pad-before and --pad-after together")
-    r.add_argument("--merge-gap", type=_padding, default=None,
+    r.add_argument("--merge-gap", type=_seconds("merge gap", MAX_MERGE_GAP), default=None,
                    help=f"join redactions closer than this many seconds ({MERGE_GAP:g})")
     r.add_argument("--config", type=Path, default=None, metavar="redact.toml",
                    help="operators from a TOML file: merge_gap, [default] and [labels.LABEL] tables of audio, text, "

@@ -42,6 +42,7 @@ MERGE_GAP = 0.3  # redactions closer than this are joined
 # timing error the padding is for (docs/results.md §0an)
 AGREED_PAD = 0.0
 MAX_PAD = 2.0
+MAX_MERGE_GAP = 5.0
 MIN_SECONDS_PER_CHAR = 0.03  # fast speech is ~15 chars/s; below half that, distrust the times
 GAP_REACH_BEFORE = 0.3  # seconds a span may grow back into the pause before it (see reach_gaps)
 GAP_REACH_AFTER = 0.3  # ... and forward into the pause after it
@@ -86,8 +87,8 @@ class RedactOptions:
         bad = [label for label, _ in self.labels if label not in LABELS]
         if bad:
             raise DeidError(f"unknown label(s) {', '.join(bad)} in the operators; choose from {', '.join(LABELS)}")
-        if not 0 <= self.merge_gap <= 5:
-            raise DeidError(f"merge gap must be between 0 and 5 seconds, not {self.merge_gap!r}")
+        if not 0 <= self.merge_gap <= MAX_MERGE_GAP:
+            raise DeidError(f"merge gap must be between 0 and {MAX_MERGE_GAP:g} seconds, not {self.merge_gap!r}")
         if self.key is None and "hash" in {op.text for op in (self.default, *(o for _, o in self.labels))}:
             raise DeidError(f"the hash operator needs a secret key: set {KEY_ENV} (at least 16 characters)")
         if self.key is not None and len(self.key) < 16:
