@@ -958,6 +958,10 @@ def test_speech_no_word_covers_is_beeped_or_fails_the_file_or_is_only_reported(t
         with pytest.raises(DeidError, match="could not be checked for PII"):
             redact_file(r, src, None, {src.resolve()})
         assert not (tmp_path / "a.redacted.wav").exists()
+        from deid_speech.batch import Job, redact_one  # a batch's line names the file (several may fail)
+
+        ok, line = redact_one(r, Job(src, None, {src.resolve()}, None))
+        assert not ok and line.startswith(f"error: {src}: ") and "could not be checked for PII" in line
         return
     _, json_out, result = redact_file(r, src, None, {src.resolve()})
     d = json.loads(json_out.read_text())

@@ -38,7 +38,8 @@ def redact_one(redactor, job: Job, progress=None) -> tuple[bool, str]:
                                            formats=job.formats)
     except Exception as e:  # never a traceback, never a half-written or stale output
         problem = remove_stale_outputs(f, job.out_dir, job.inputs, job.full_name)
-        msg = f"error: {e}" if isinstance(e, DeidError) else f"error: {f}: unexpected failure ({type(e).__name__}: {e})"
+        why = str(e) if isinstance(e, DeidError) else f"unexpected failure ({type(e).__name__}: {e})"
+        msg = f"error: {why}" if str(f) in why else f"error: {f}: {why}"  # every line names its file
         return False, msg + (f"; {problem}" if problem else "")
     msg = f"{f}: {len(result.spans)} span(s) redacted in {time.perf_counter() - t0:.1f}s -> {audio_out}"
     if result.uncovered:
