@@ -114,6 +114,18 @@ def test_output_that_would_overwrite_an_input_is_refused(tmp_path):
     assert victim.read_bytes() == before
 
 
+def test_a_file_given_twice_is_redacted_once(tmp_path):
+    (tmp_path / "in").mkdir()
+    sf.write(tmp_path / "in" / "a.wav", tone(0.5), 16000)
+    sf.write(tmp_path / "b.wav", tone(0.5), 16000)
+    args = [tmp_path / "in" / "a.wav", tmp_path / "b.wav", tmp_path / "in" / "a.wav", tmp_path / "in" / ".." / "b.wav",
+            tmp_path / "in"]
+    files, skipped, roots = collect_inputs([str(a) for a in args])
+    assert files == [tmp_path / "in" / "a.wav", tmp_path / "b.wav"] and roots == {}
+    assert [(p, r) for p, r in skipped] == [(a, "given more than once") for a in args[2:4]] + \
+        [(tmp_path / "in" / "a.wav", "given more than once")]
+
+
 def test_folders_are_searched_and_every_skip_is_listed_with_its_reason(tmp_path):
     (tmp_path / "a").mkdir()
     for name in ("a/one.wav", "two.flac", "two.redacted.flac", "two.redacted.json", "notes.txt", "clip.xyz",

@@ -990,16 +990,16 @@ def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]
     """Expand folders recursively: (files to redact, files skipped with the reason, the
     folder each found file came from, so --out-dir can mirror the tree below it). Audio is
     found by extension or, for other names, by whether it can be decoded; hidden and
-    temporary files and what earlier runs wrote are skipped, and every skip is listed."""
-    files: list[Path] = []
+    temporary files, what earlier runs wrote and a file given a second time are skipped, and
+    every skip is listed."""
+    files: list[tuple[Path, Path | None]] = []  # (file, the folder it was found in)
     skipped: list[tuple[Path, str]] = []
-    roots: dict[Path, Path] = {}
     for p in map(Path, paths):
         if not p.is_dir():
             if p.is_file() and _is_our_output(p):  # "redact *.flac" again: the earlier outputs match too
                 skipped.append((p, "written by an earlier deid-speech run"))
             else:
-                files.append(p)
+                files.append((p, None))
             continue
         found = []
         for f in sorted(x for x in p.rglob("*") if x.is_file()):
@@ -1013,9 +1013,20 @@ def collect_inputs(paths: list[str]) -> tuple[list[Path], list[tuple[Path, str]]
                 skipped.append((f, "not audio this tool can decode"))
         if not found:
             raise DeidError(f"{p}: no audio files ({', '.join(EXTENSIONS)} or others libsndfile reads) in this folder")
-        files.extend(found)
-        roots.update({f: p for f in found})
-    return files, skipped, roots
+        files.extend((f, p) for f in found)
+    once: list[Path] = []
+    roots: dict[Path, Path] = {}
+    seen: set[Path] = set()
+    for f, root in files:  # a file named twice ("redact a.wav a.wav", or a file and its folder) is redacted once
+        key = f.resolve() if f.exists() else f
+        if key in seen:
+            skipped.append((f, "given more than once"))
+            continue
+        seen.add(key)
+        once.append(f)
+        if root is not None:
+            roots[f] = root
+    return once, skipped, roots
 
 
 def output_folders(files: list[Path], out_dir: Path | None, roots: dict[Path, Path]) -> dict[Path, Path | None]:
