@@ -203,3 +203,32 @@ def test_requests_may_set_the_operators_and_labels(server, caplog):
         assert server.post(files={"file": ("a.wav", _wav(1.0), "audio/wav")}, data=bad).status_code == 400, bad
     logged = " ".join(rec.getMessage() for rec in caplog.records)
     assert job["id"] in logged and "jane" not in logged and "nine" not in logged  # ids and states only
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--port", "99999"], "--port"), (["--port", "-1"], "--port"),
+    (["--max-upload-mb", "-1"], "--max-upload-mb"), (["--max-upload-mb", "0"], "--max-upload-mb"),
+    (["--queue-size", "0"], "--queue-size"), (["--queue-size", "-2"], "--queue-size"),
+    (["--retention", "-1"], "--retention"), (["--retention", "nan"], "--retention"),
+    (["--sync-timeout", "-1"], "--sync-timeout"),
+    (["--work-dir", "{file}"], "not a folder"), (["--token-file", "{latin1}"], "not UTF-8"),
+])
+def test_bad_serve_flags_are_one_line_errors(tmp_path, monkeypatch, capsys, flags, says):
+    import deid_speech
+    from deid_speech.cli import main
+
+    def started(*a, **k):
+        raise AssertionError("the server started (or loaded its models) with a bad flag")
+
+    monkeypatch.setattr(deid_speech, "Redactor", started)
+    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setattr(uvicorn.Server, "run", started)
+    (tmp_path / "file").write_text("a user's file\n")
+    (tmp_path / "latin1").write_bytes(b"\xe9t\xe9-a-token-of-sixteen-chars\n")
+    names = {"{file}": str(tmp_path / "file"), "{latin1}": str(tmp_path / "latin1")}
+    flags = [names.get(f, f) for f in flags]
+    work = [] if "--work-dir" in flags else ["--work-dir", str(tmp_path / "w")]
+    assert main(["serve", *work, *flags]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("deid-speech: error:") and says in err[0], err
+    assert (tmp_path / "file").read_text() == "a user's file\n"

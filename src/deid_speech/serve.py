@@ -23,6 +23,7 @@ or span texts.
 # no `from __future__ import annotations`: FastAPI reads the handlers' annotations at run time
 import hmac
 import logging
+import math
 import os
 import queue
 import shutil
@@ -309,11 +310,31 @@ def read_token(token_file: Path | None) -> str | None:
             token = token_file.read_text(encoding="utf-8").strip()
         except OSError as e:
             raise DeidError(f"--token-file {token_file}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise DeidError(f"--token-file {token_file}: not UTF-8 text") from None
     else:
         token = os.environ.get("DEID_SPEECH_TOKEN", "").strip()
     if token and len(token) < 16:
         raise DeidError("the bearer token must be at least 16 characters")
     return token or None
+
+
+def check_args(args) -> None:
+    """The serve flags, checked before any model loads: a DeidError names the first bad one."""
+    if not 1 <= args.port <= 65535:
+        raise DeidError(f"--port must be between 1 and 65535 (got {args.port})")
+    for flag, n in (("--max-upload-mb", args.max_upload_mb), ("--queue-size", args.queue_size)):
+        if n < 1:
+            raise DeidError(f"{flag} must be at least 1 (got {n})")
+    for flag, s in (("--retention", args.retention), ("--sync-timeout", args.sync_timeout)):
+        if not (math.isfinite(s) and s >= 0):
+            raise DeidError(f"{flag} must be a number of seconds, 0 or more (got {s})")
+    if args.work_dir.exists() and not args.work_dir.is_dir():
+        raise DeidError(f"--work-dir {args.work_dir} is not a folder")
+    try:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DeidError(f"--work-dir {args.work_dir}: {e.strerror or e}") from None
 
 
 def run(args) -> int:
@@ -325,6 +346,7 @@ def run(args) -> int:
     from deid_speech import Redactor
     from deid_speech.cli import redact_config
 
+    check_args(args)
     token = read_token(args.token_file)
     if token is None and args.host not in LOOPBACK:
         raise DeidError(f"refusing to listen on {args.host} without a bearer token "
