@@ -232,3 +232,11 @@ def test_bad_serve_flags_are_one_line_errors(tmp_path, monkeypatch, capsys, flag
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("deid-speech: error:") and says in err[0], err
     assert (tmp_path / "file").read_text() == "a user's file\n"
+
+
+def test_two_file_parts_are_refused_with_nothing_left_behind(server):
+    for second in ("b.flac", "b.wav"):
+        r = server.post(files=[("file", ("a.wav", _wav(1.0), "audio/wav")), ("file", (second, _wav(1.0), "audio/wav"))],
+                        params={"sync": "true"})
+        assert r.status_code == 400 and "one 'file'" in r.json()["detail"], r.text
+    assert [p for p in server.work.rglob("*")] == [] and server.service.jobs == {}

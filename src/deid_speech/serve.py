@@ -201,7 +201,7 @@ def create_app(service: Service, token: str | None = None, max_upload_bytes: int
                        "buf": b""}
 
         def on_part_begin():
-            state.update(name=None, suffix=None, headers={}, buf=b"")
+            state.update(name=None, headers={}, buf=b"")
 
         def on_header_field(data, start, end):
             state["hf"] += data[start:end]
@@ -217,6 +217,8 @@ def create_app(service: Service, token: str | None = None, max_upload_bytes: int
             _, disp = parse_options_header(state["headers"].get(b"content-disposition", b""))
             state["name"] = disp.get(b"name", b"").decode("utf-8", "replace")
             if state["name"] == "file":
+                if state["suffix"] is not None:  # a second file would replace or outlive the first
+                    raise HTTPException(400, "send one 'file' part per request")
                 suffix = Path(disp.get(b"filename", b"").decode("utf-8", "replace")).suffix.lower()
                 state["suffix"] = suffix
                 if suffix not in EXTENSIONS + TRANSCODED:
