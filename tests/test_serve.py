@@ -44,8 +44,8 @@ def _wav(seconds=5.0) -> bytes:
 
 
 class Server:
-    def __init__(self, tmp_path: Path, delay=0.0, queue_size=8, max_upload_bytes=5 << 20, retention_s=3600.0):
-        redactor = Redactor(RedactConfig(verify=False), asr=SlowAsr(delay), detectors=[PatternDetector()])
+    def __init__(self, tmp_path: Path, delay=0.0, queue_size=8, max_upload_bytes=5 << 20, retention_s=3600.0, asr=None):
+        redactor = Redactor(RedactConfig(verify=False), asr=asr or SlowAsr(delay), detectors=[PatternDetector()])
         self.work = tmp_path / "work"
         self.service = Service(redactor, self.work, queue_size, retention_s)
         app = create_app(self.service, TOKEN, max_upload_bytes, sync_timeout_s=30)
@@ -115,7 +115,7 @@ def test_bad_uploads_are_refused_with_nothing_left_behind(tmp_path):
         assert s.post(files={"other": ("a.wav", b"x", "audio/wav")}).status_code == 400
         r = s.post(files={"file": ("broken.wav", b"RIFF not audio at all", "audio/wav")}, params={"sync": "true"})
         job = r.json()
-        assert job["state"] == "failed" and job["error"] and "broken" not in job["error"]
+        assert r.status_code == 422 and job["state"] == "failed" and job["error"] and "broken" not in job["error"]
         assert httpx.get(f"{s.url}/v1/jobs/{job['id']}/audio", headers=s.auth).status_code == 409
         time.sleep(0.3)
         leftovers = [p for p in s.work.rglob("*") if p.is_file()]
@@ -240,3 +240,21 @@ def test_two_file_parts_are_refused_with_nothing_left_behind(server):
                         params={"sync": "true"})
         assert r.status_code == 400 and "one 'file'" in r.json()["detail"], r.text
     assert [p for p in server.work.rglob("*")] == [] and server.service.jobs == {}
+
+
+class BrokenAsr:
+    name = "broken"
+
+    def recognize(self, audio, progress=None):
+        raise RuntimeError("a bug, not the input's fault")
+
+
+def test_a_sync_job_that_fails_inside_is_a_500(tmp_path):
+    s = Server(tmp_path, asr=BrokenAsr())
+    try:
+        r = s.post(files={"file": ("a.wav", _wav(1.0), "audio/wav")}, params={"sync": "true"})
+        job = r.json()
+        assert r.status_code == 500 and job["state"] == "failed" and job["error"] == "RuntimeError", r.text
+        assert httpx.get(f"{s.url}/v1/jobs/{job['id']}", headers=s.auth).json()["state"] == "failed"
+    finally:
+        s.stop()

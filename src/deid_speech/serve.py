@@ -7,7 +7,8 @@
   the built-in operator defaults, not from the server's flags; the models are the server's
   (``system``, ``asr_model`` and the rest are set when it starts, and not loaded again). Returns ``{"id", "state"}``
   (202); with ``?sync=true`` the request waits for the result (up to ``--sync-timeout``
-  seconds) and returns the job as ``GET /v1/jobs/{id}`` would.
+  seconds; 202 if not done by then) and returns the job as ``GET /v1/jobs/{id}`` would,
+  with 200 when done, 422 when it failed on its input, 500 on an internal failure.
 * ``GET /v1/jobs/{id}``: ``{"id", "state": queued|running|done|failed, "error", "outputs"}``;
   ``GET /v1/jobs/{id}/audio|report|srt|vtt|txt``: the redacted outputs (409 until done).
 * ``GET /healthz``; OpenAPI docs at ``/docs``.
@@ -47,6 +48,7 @@ class Job:
     formats: tuple[str, ...]
     state: str = "queued"
     error: str | None = None
+    status: int = 200  # what ?sync=true answers once it is over: 422 the input is not audio we can redact, 500 a bug
     outputs: dict = field(default_factory=dict)  # kind -> path
     config: object = None  # this request's RedactConfig (operators, labels), or None: the server's
     finished: float | None = None
@@ -141,6 +143,7 @@ class Service:
                 job.state = "done"
             except Exception as e:  # one line, no traceback, no partial output (redact_file fails closed)
                 job.error = str(e).replace(str(src), "input") if isinstance(e, DeidError) else type(e).__name__
+                job.status = 422 if isinstance(e, DeidError) else 500
                 job.state = "failed"
             finally:
                 src.unlink(missing_ok=True)  # the upload holds the PII: gone once read
@@ -282,7 +285,7 @@ def create_app(service: Service, token: str | None = None, max_upload_bytes: int
             import asyncio
 
             await asyncio.get_running_loop().run_in_executor(None, job.done.wait, sync_timeout_s)
-            return JSONResponse(job.as_dict(), status_code=200 if job.done.is_set() else 202)
+            return JSONResponse(job.as_dict(), status_code=job.status if job.done.is_set() else 202)
         return job.as_dict()
 
     @app.get("/v1/jobs/{job_id}")
