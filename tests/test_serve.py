@@ -258,3 +258,15 @@ def test_a_sync_job_that_fails_inside_is_a_500(tmp_path):
         assert httpx.get(f"{s.url}/v1/jobs/{job['id']}", headers=s.auth).json()["state"] == "failed"
     finally:
         s.stop()
+
+
+def test_finished_jobs_expire_on_time_with_no_new_job(tmp_path):
+    s = Server(tmp_path, retention_s=1.0)
+    try:
+        job = s.post(files={"file": ("a.wav", _wav(1.0), "audio/wav")}, params={"sync": "true"}).json()
+        assert job["state"] == "done" and (s.work / job["id"]).exists()
+        time.sleep(2.5)
+        assert not (s.work / job["id"]).exists()  # deleted with no request at all
+        assert httpx.get(f"{s.url}/v1/jobs/{job['id']}", headers=s.auth).status_code == 404
+    finally:
+        s.stop()

@@ -59,7 +59,8 @@ class Job:
 
 
 class Service:
-    """Jobs, a bounded queue and one worker thread that redacts with one Redactor."""
+    """Jobs, a bounded queue, one worker thread that redacts with one Redactor and one that
+    deletes finished jobs once ``retention_s`` has passed."""
 
     def __init__(self, redactor, work_dir: Path, queue_size: int = 8, retention_s: float = 3600.0):
         self.redactor, self.work = redactor, Path(work_dir)
@@ -68,8 +69,11 @@ class Service:
         self.queue: queue.Queue[Job] = queue.Queue(maxsize=queue_size)
         self.retention_s = retention_s
         self.lock = threading.Lock()
+        self.stopping = threading.Event()
         self.worker = threading.Thread(target=self._run, name="deid-speech-worker", daemon=True)
         self.worker.start()
+        self.sweeper = threading.Thread(target=self._sweep, name="deid-speech-sweeper", daemon=True)
+        self.sweeper.start()
 
     def with_config(self, config):
         """A Redactor for one request's operators and labels that shares this server's
@@ -131,7 +135,6 @@ class Service:
 
         while True:
             job = self.queue.get()
-            self._expire()
             job.state = "running"
             src = next(job.folder.glob("input.*"))
             try:
@@ -151,7 +154,13 @@ class Service:
                 job.done.set()
                 log.info("job %s %s", job.id, job.state)
 
-    def _expire(self) -> None:
+    def _sweep(self) -> None:
+        tick = min(1.0, max(self.retention_s / 2, 0.05))
+        while not self.stopping.wait(tick):
+            self.expire()
+
+    def expire(self) -> None:
+        """Delete the jobs finished more than ``retention_s`` ago."""
         now = time.time()
         with self.lock:
             old = [j for j in self.jobs.values() if j.finished is not None and now - j.finished > self.retention_s]
@@ -181,6 +190,7 @@ def create_app(service: Service, token: str | None = None, max_upload_bytes: int
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
     def get_job(job_id: str) -> Job:
+        service.expire()  # on time, even between two sweeps
         job = service.jobs.get(job_id)
         if job is None:
             raise HTTPException(404, "no such job (unknown, or deleted after the retention time)")
