@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -69,6 +74,7 @@ class Server:
     def stop(self):
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.service.close()
 
 
 @pytest.fixture
@@ -270,3 +276,97 @@ def test_finished_jobs_expire_on_time_with_no_new_job(tmp_path):
         assert httpx.get(f"{s.url}/v1/jobs/{job['id']}", headers=s.auth).status_code == 404
     finally:
         s.stop()
+
+
+def test_start_up_removes_the_job_folders_an_earlier_server_left(tmp_path):
+    work = tmp_path / "work"
+    killed = work / uuid.uuid4().hex  # a server killed mid-job: the raw upload and a partial output
+    (killed / "out").mkdir(parents=True)
+    (killed / "input.wav").write_bytes(_wav(1.0))
+    (killed / "out" / "input.redacted.wav").write_bytes(b"RIFF")
+    (work / uuid.uuid4().hex).mkdir()  # an upload that had just begun
+    (work / "notes.txt").write_text("mine")  # not the server's: kept
+    (work / "recordings").mkdir()
+    (work / "recordings" / "input.wav").write_bytes(b"RIFF")
+    (work / ("f" * 32)).mkdir()
+    (work / ("f" * 32) / "input.wav").write_bytes(b"RIFF")
+    (work / ("f" * 32) / "thesis.tex").write_text("mine")
+    s = Server(tmp_path)
+    try:
+        left = sorted(str(p.relative_to(work)) for p in work.rglob("*"))
+        assert left == ["f" * 32, f"{'f' * 32}/input.wav", f"{'f' * 32}/thesis.tex", "notes.txt",
+                        "recordings", "recordings/input.wav"]
+    finally:
+        s.stop()
+
+
+SERVE = """
+import sys, time
+import deid_speech
+from factories import make_transcript
+from deid_speech.cli import main
+from deid_speech.ner.patterns import PatternDetector
+from deid_speech.pipeline import RedactConfig, Redactor
+from deid_speech.types import Recognition
+
+
+class WindowedAsr:  # a long decoding, window after window, as Whisper's
+    name = "fake"
+
+    def recognize(self, audio, progress=None):
+        for i in range(200):
+            time.sleep(0.05)
+            if progress:
+                progress(i, 200)
+        return Recognition(make_transcript("hello there", word_dur=0.2, gap=0.05, t0=0.5))
+
+
+deid_speech.Redactor = lambda config: Redactor(RedactConfig(verify=False), asr=WindowedAsr(),
+                                               detectors=[PatternDetector()])
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_server_cleanly_and_deletes_every_job(tmp_path, sig):
+    import deid_speech
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine")
+    (tmp_path / "serve.py").write_text(SERVE)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    paths = [str(Path(deid_speech.__file__).parents[1]), str(Path(__file__).parent)]
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "serve.py"), "serve", "--port", str(port),
+                             "--work-dir", str(work), "--no-verify"], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": ":".join(paths)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(f"{url}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        ids = [httpx.post(f"{url}/v1/redact", files={"file": ("a.wav", _wav(2.0), "audio/wav")}).json()["id"]
+               for _ in range(3)]
+        waited = []
+        waiter = threading.Thread(target=lambda: waited.append(httpx.post(
+            f"{url}/v1/redact", params={"sync": "true"}, files={"file": ("b.wav", _wav(2.0), "audio/wav")}, timeout=30)))
+        waiter.start()
+        deadline = time.time() + 10
+        while time.time() < deadline and (httpx.get(f"{url}/healthz").json()["queued"] < 3 or httpx.get(
+                f"{url}/v1/jobs/{ids[0]}").json()["state"] != "running"):
+            time.sleep(0.05)
+        assert len(list(work.glob("*/input.wav"))) == 4  # one running, three waiting (one of them synchronously)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=15) == 0  # the running job is cut short at its next window
+        waiter.join(timeout=5)
+    finally:
+        proc.kill()
+        err = proc.stderr.read()
+    assert "Traceback" not in err and "terminate called" not in err, err
+    assert waited and waited[0].status_code == 503 and waited[0].json()["state"] == "failed", waited
+    assert [str(p.relative_to(work)) for p in work.rglob("*")] == ["notes.txt"]
