@@ -1,6 +1,6 @@
 """``deid-speech serve``: redaction over HTTP (FastAPI + uvicorn; ``pip install 'deid-speech[server]'``).
 
-* ``POST /v1/redact``: multipart form with ``file`` (the audio) and optional ``format``
+* ``POST /v1/redact``: multipart form with one ``file`` (the audio; two are a 400) and optional ``format``
   (comma-separated srt,vtt,txt; the JSON report is always made) and the operator options
   of ``redact``: ``mode``, ``text_op``, ``label_op`` (repeatable), ``labels``, ``padding``,
   ``pad_before``, ``pad_after``, ``merge_gap``. A request that sets any of them starts from
