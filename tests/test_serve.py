@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -44,8 +49,8 @@ def _wav(seconds=5.0) -> bytes:
 
 
 class Server:
-    def __init__(self, tmp_path: Path, delay=0.0, queue_size=8, max_upload_bytes=5 << 20, retention_s=3600.0):
-        redactor = Redactor(RedactConfig(verify=False), asr=SlowAsr(delay), detectors=[PatternDetector()])
+    def __init__(self, tmp_path: Path, delay=0.0, queue_size=8, max_upload_bytes=5 << 20, retention_s=3600.0, asr=None):
+        redactor = Redactor(RedactConfig(verify=False), asr=asr or SlowAsr(delay), detectors=[PatternDetector()])
         self.work = tmp_path / "work"
         self.service = Service(redactor, self.work, queue_size, retention_s)
         app = create_app(self.service, TOKEN, max_upload_bytes, sync_timeout_s=30)
@@ -69,6 +74,7 @@ class Server:
     def stop(self):
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.service.close()
 
 
 @pytest.fixture
@@ -115,7 +121,7 @@ def test_bad_uploads_are_refused_with_nothing_left_behind(tmp_path):
         assert s.post(files={"other": ("a.wav", b"x", "audio/wav")}).status_code == 400
         r = s.post(files={"file": ("broken.wav", b"RIFF not audio at all", "audio/wav")}, params={"sync": "true"})
         job = r.json()
-        assert job["state"] == "failed" and job["error"] and "broken" not in job["error"]
+        assert r.status_code == 422 and job["state"] == "failed" and job["error"] and "broken" not in job["error"]
         assert httpx.get(f"{s.url}/v1/jobs/{job['id']}/audio", headers=s.auth).status_code == 409
         time.sleep(0.3)
         leftovers = [p for p in s.work.rglob("*") if p.is_file()]
@@ -203,3 +209,164 @@ def test_requests_may_set_the_operators_and_labels(server, caplog):
         assert server.post(files={"file": ("a.wav", _wav(1.0), "audio/wav")}, data=bad).status_code == 400, bad
     logged = " ".join(rec.getMessage() for rec in caplog.records)
     assert job["id"] in logged and "jane" not in logged and "nine" not in logged  # ids and states only
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--port", "99999"], "--port"), (["--port", "-1"], "--port"),
+    (["--max-upload-mb", "-1"], "--max-upload-mb"), (["--max-upload-mb", "0"], "--max-upload-mb"),
+    (["--queue-size", "0"], "--queue-size"), (["--queue-size", "-2"], "--queue-size"),
+    (["--retention", "-1"], "--retention"), (["--retention", "nan"], "--retention"),
+    (["--sync-timeout", "-1"], "--sync-timeout"),
+    (["--work-dir", "{file}"], "not a folder"), (["--token-file", "{latin1}"], "not UTF-8"),
+])
+def test_bad_serve_flags_are_one_line_errors(tmp_path, monkeypatch, capsys, flags, says):
+    import deid_speech
+    from deid_speech.cli import main
+
+    def started(*a, **k):
+        raise AssertionError("the server started (or loaded its models) with a bad flag")
+
+    monkeypatch.setattr(deid_speech, "Redactor", started)
+    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setattr(uvicorn.Server, "run", started)
+    (tmp_path / "file").write_text("a user's file\n")
+    (tmp_path / "latin1").write_bytes(b"\xe9t\xe9-a-token-of-sixteen-chars\n")
+    names = {"{file}": str(tmp_path / "file"), "{latin1}": str(tmp_path / "latin1")}
+    flags = [names.get(f, f) for f in flags]
+    work = [] if "--work-dir" in flags else ["--work-dir", str(tmp_path / "w")]
+    assert main(["serve", *work, *flags]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("deid-speech: error:") and says in err[0], err
+    assert (tmp_path / "file").read_text() == "a user's file\n"
+
+
+def test_two_file_parts_are_refused_with_nothing_left_behind(server):
+    for second in ("b.flac", "b.wav"):
+        r = server.post(files=[("file", ("a.wav", _wav(1.0), "audio/wav")), ("file", (second, _wav(1.0), "audio/wav"))],
+                        params={"sync": "true"})
+        assert r.status_code == 400 and "one 'file'" in r.json()["detail"], r.text
+    assert [p for p in server.work.rglob("*")] == [] and server.service.jobs == {}
+
+
+class BrokenAsr:
+    name = "broken"
+
+    def recognize(self, audio, progress=None):
+        raise RuntimeError("a bug, not the input's fault")
+
+
+def test_a_sync_job_that_fails_inside_is_a_500(tmp_path):
+    s = Server(tmp_path, asr=BrokenAsr())
+    try:
+        r = s.post(files={"file": ("a.wav", _wav(1.0), "audio/wav")}, params={"sync": "true"})
+        job = r.json()
+        assert r.status_code == 500 and job["state"] == "failed" and job["error"] == "RuntimeError", r.text
+        assert httpx.get(f"{s.url}/v1/jobs/{job['id']}", headers=s.auth).json()["state"] == "failed"
+    finally:
+        s.stop()
+
+
+def test_finished_jobs_expire_on_time_with_no_new_job(tmp_path):
+    s = Server(tmp_path, retention_s=1.0)
+    try:
+        job = s.post(files={"file": ("a.wav", _wav(1.0), "audio/wav")}, params={"sync": "true"}).json()
+        assert job["state"] == "done" and (s.work / job["id"]).exists()
+        time.sleep(2.5)
+        assert not (s.work / job["id"]).exists()  # deleted with no request at all
+        assert httpx.get(f"{s.url}/v1/jobs/{job['id']}", headers=s.auth).status_code == 404
+    finally:
+        s.stop()
+
+
+def test_start_up_removes_the_job_folders_an_earlier_server_left(tmp_path):
+    work = tmp_path / "work"
+    killed = work / uuid.uuid4().hex  # a server killed mid-job: the raw upload and a partial output
+    (killed / "out").mkdir(parents=True)
+    (killed / "input.wav").write_bytes(_wav(1.0))
+    (killed / "out" / "input.redacted.wav").write_bytes(b"RIFF")
+    (work / uuid.uuid4().hex).mkdir()  # an upload that had just begun
+    (work / "notes.txt").write_text("mine")  # not the server's: kept
+    (work / "recordings").mkdir()
+    (work / "recordings" / "input.wav").write_bytes(b"RIFF")
+    (work / ("f" * 32)).mkdir()
+    (work / ("f" * 32) / "input.wav").write_bytes(b"RIFF")
+    (work / ("f" * 32) / "thesis.tex").write_text("mine")
+    s = Server(tmp_path)
+    try:
+        left = sorted(str(p.relative_to(work)) for p in work.rglob("*"))
+        assert left == ["f" * 32, f"{'f' * 32}/input.wav", f"{'f' * 32}/thesis.tex", "notes.txt",
+                        "recordings", "recordings/input.wav"]
+    finally:
+        s.stop()
+
+
+SERVE = """
+import sys, time
+import deid_speech
+from factories import make_transcript
+from deid_speech.cli import main
+from deid_speech.ner.patterns import PatternDetector
+from deid_speech.pipeline import RedactConfig, Redactor
+from deid_speech.types import Recognition
+
+
+class WindowedAsr:  # a long decoding, window after window, as Whisper's
+    name = "fake"
+
+    def recognize(self, audio, progress=None):
+        for i in range(200):
+            time.sleep(0.05)
+            if progress:
+                progress(i, 200)
+        return Recognition(make_transcript("hello there", word_dur=0.2, gap=0.05, t0=0.5))
+
+
+deid_speech.Redactor = lambda config: Redactor(RedactConfig(verify=False), asr=WindowedAsr(),
+                                               detectors=[PatternDetector()])
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_server_cleanly_and_deletes_every_job(tmp_path, sig):
+    import deid_speech
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine")
+    (tmp_path / "serve.py").write_text(SERVE)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    paths = [str(Path(deid_speech.__file__).parents[1]), str(Path(__file__).parent)]
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "serve.py"), "serve", "--port", str(port),
+                             "--work-dir", str(work), "--no-verify"], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": ":".join(paths)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(f"{url}/healthz", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        ids = [httpx.post(f"{url}/v1/redact", files={"file": ("a.wav", _wav(2.0), "audio/wav")}).json()["id"]
+               for _ in range(3)]
+        waited = []
+        waiter = threading.Thread(target=lambda: waited.append(httpx.post(
+            f"{url}/v1/redact", params={"sync": "true"}, files={"file": ("b.wav", _wav(2.0), "audio/wav")}, timeout=30)))
+        waiter.start()
+        deadline = time.time() + 10
+        while time.time() < deadline and (httpx.get(f"{url}/healthz").json()["queued"] < 3 or httpx.get(
+                f"{url}/v1/jobs/{ids[0]}").json()["state"] != "running"):
+            time.sleep(0.05)
+        assert len(list(work.glob("*/input.wav"))) == 4  # one running, three waiting (one of them synchronously)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=15) == 0  # the running job is cut short at its next window
+        waiter.join(timeout=5)
+    finally:
+        proc.kill()
+        err = proc.stderr.read()
+    assert "Traceback" not in err and "terminate called" not in err, err
+    assert waited and waited[0].status_code == 503 and waited[0].json()["state"] == "failed", waited
+    assert [str(p.relative_to(work)) for p in work.rglob("*")] == ["notes.txt"]
