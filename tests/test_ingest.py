@@ -211,3 +211,43 @@ def test_an_unreachable_ray_cluster_is_a_one_line_error(archive, tmp_path, capsy
     assert f"cannot reach Ray at 127.0.0.1:{port}" in capsys.readouterr().err and time.time() - t < 30
     assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o"), "--engine", "ray",
                  "--address", "no-port-here"]) == 1
+
+
+def test_the_ledger_is_keyed_by_the_absolute_path(archive, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    (archive / "a" / "broken.wav").write_bytes(b"RIFF....WAVEfmt not really audio")
+    monkeypatch.chdir(tmp_path)
+    assert main(["ingest", "arch", "--out-dir", "out"]) == 1
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0  # the failure is not retried
+    monkeypatch.chdir(archive)
+    assert main(["ingest", ".", "--out-dir", "../out"]) == 0 and CALLS == []
+    db = sqlite3.connect(out / LEDGER)
+    keys = [r[0] for r in db.execute("SELECT source FROM files")]
+    db.close()
+    assert len(keys) == 4 and all(Path(k).is_absolute() for k in keys)
+    # a ledger written with relative keys (before this was fixed) is read from the folder it was written in
+    monkeypatch.chdir(tmp_path)
+    db = sqlite3.connect(out / LEDGER)
+    for (k, outputs) in db.execute("SELECT source, outputs FROM files").fetchall():
+        rel = {os.path.relpath(p, tmp_path): h for p, h in json.loads(outputs).items()}
+        db.execute("UPDATE files SET source = ?, outputs = ? WHERE source = ?",
+                   (os.path.relpath(k, tmp_path), json.dumps(rel), k))
+    db.commit()
+    db.close()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0 and CALLS == []
+    assert len(ledger_rows(out)) == 4
+
+
+def test_a_file_name_that_is_not_utf8_does_not_stop_the_run(archive, tmp_path, capsys):
+    odd = os.fsencode(archive / "a") + b"/odd\xffname.wav"
+    with open(odd, "wb") as fh:
+        fh.write((archive / "a" / "one.wav").read_bytes())
+    out = tmp_path / "out"
+    main(["ingest", str(archive), "--out-dir", str(out)])
+    rows = ledger_rows(out)
+    assert {rows[k][0] for k in ("one.wav", "two.wav", "three.flac")} == {"done"} and len(rows) == 4
+    assert "Traceback" not in capsys.readouterr().err
+    CALLS.clear()
+    main(["ingest", str(archive), "--out-dir", str(out)])
+    assert CALLS == [] and len(ledger_rows(out)) == 4  # the ledger is still valid, and still read

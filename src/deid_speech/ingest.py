@@ -4,15 +4,23 @@ SOURCE is a folder (searched recursively, as ``redact`` does) or a list of paths
 ``.csv`` whose first column (or a ``path`` column) names the files, or a ``.jsonl`` of
 ``{"path": ...}`` (or ``"audio"``) objects; relative paths are relative to the list.
 
-The ledger, ``DIR/ingest-ledger.sqlite``, records each input: its size, mtime and SHA-256,
-its state (``done`` with the SHA-256 of every output, or ``failed`` with the one-line
-reason) and the number of attempts. A run:
+The ledger, ``DIR/ingest-ledger.sqlite``, records each input by its absolute path (symbolic
+links resolved): its size, mtime and SHA-256, its state (``done`` with the SHA-256 of every
+output, or ``failed`` with the one-line reason), the options it was redacted with and the
+number of attempts. A run:
 
 * skips an input that is ``done`` and unchanged (same size and mtime; or, after a touch,
   the same SHA-256) and whose outputs are all there with the recorded hashes;
 * redoes an input that changed since, whose outputs were removed or altered, or that an
   interrupted run left unfinished (its earlier outputs are replaced);
-* leaves ``failed`` inputs alone unless ``--retry-failed``.
+* redoes a ``done`` input that was redacted with other options (those that change the
+  outputs: ``--format``, the operators, ``--labels``, the models, ...);
+* leaves ``failed`` inputs alone unless ``--retry-failed``;
+* never writes over a file it does not own: an output path that exists and that the ledger
+  does not record as this input's (another archive's, or what ``redact`` wrote there) fails
+  that input with a one-line reason unless ``--overwrite``. An input keeps the output names
+  the ledger records for it; a new one is named as ``redact`` would, keeping its extension
+  ("x.flac.redacted.flac") where another input has "x.redacted.*".
 
 The ledger is written after an input's outputs are complete (each written atomically, the
 JSON report last), so a kill at any moment leaves nothing marked done that is not; an
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -48,6 +57,18 @@ class Entry:
     attempts: int
 
 
+def text(s: str) -> str:
+    """``s`` as text SQLite and any terminal take: bytes of a file name that are not UTF-8
+    appear as ``\\xff`` escapes (as in the JSON reports), never as a UnicodeEncodeError."""
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def key(f: Path) -> str:
+    """An input's key in the ledger: its absolute path, symbolic links resolved, so that
+    "arch", "./arch" and "/data/arch" (or another working folder) name the same rows."""
+    return text(str(f.resolve()))
+
+
 class Ledger:
     """The SQLite ledger of one output folder (autocommit: each update is durable at once)."""
 
@@ -57,8 +78,39 @@ class Ledger:
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(SCHEMA)
+            self._make_absolute()
         except sqlite3.DatabaseError as e:
             raise DeidError(f"{self.path}: not a usable ingest ledger ({e})") from None
+
+    def _make_absolute(self) -> None:
+        """Rows of a ledger written before keys were absolute: their relative paths (the
+        input's, its outputs') are taken from the current folder, where that run most
+        likely was, when the input is there; other rows are left as they are."""
+        rows = self.db.execute("SELECT source, outputs, updated FROM files").fetchall()
+        old = [(s, json.loads(o or "{}"), u) for s, o, u in rows
+               if not os.path.isabs(s) or not all(map(os.path.isabs, json.loads(o or "{}")))]
+        if not old:
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for source, outputs, updated in old:
+                if not Path(source).is_file():
+                    continue
+                new = key(Path(source))
+                if new != source:
+                    there = self.db.execute("SELECT updated FROM files WHERE source = ?", (new,)).fetchone()
+                    if there is not None:  # both spellings were recorded: the later row stays
+                        self.db.execute("DELETE FROM files WHERE source = ?",
+                                        (source if (there[0] or 0) >= (updated or 0) else new,))
+                        if (there[0] or 0) >= (updated or 0):
+                            continue
+                outputs = {str(Path(p).resolve()): h for p, h in outputs.items()}
+                self.db.execute("UPDATE files SET source = ?, outputs = ? WHERE source = ?",
+                                (new, json.dumps(outputs), source))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
 
     def get(self, source: str) -> Entry | None:
         row = self.db.execute("SELECT source, size, mtime_ns, sha256, state, outputs, error, attempts FROM files "
@@ -75,7 +127,8 @@ class Ledger:
             "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, state = excluded.state, "
             "outputs = excluded.outputs, error = excluded.error, attempts = files.attempts + (excluded.state = 'running'), "
             "updated = excluded.updated",
-            (source, size, mtime_ns, digest, state, json.dumps(outputs or {}), error, int(state == "running"),
+            (source, size, mtime_ns, digest, state, json.dumps(outputs or {}), error and text(error),
+             int(state == "running"),
              time.time()))
 
     def counts(self) -> dict[str, int]:
@@ -122,7 +175,7 @@ def _outputs_intact(entry: Entry) -> bool:
 def decide(ledger: Ledger, f: Path, retry_failed: bool) -> tuple[str, str, tuple[int, int, str | None]]:
     """(``skip`` | ``redo``, why, (size, mtime_ns, sha256 or None if not computed))."""
     st = f.stat()
-    entry = ledger.get(str(f))
+    entry = ledger.get(key(f))
     if entry is None:
         return "redo", "new", (st.st_size, st.st_mtime_ns, None)
     digest = None
@@ -161,7 +214,7 @@ def run(args) -> int:
     config = redact_config(args)  # a bad option fails before any work
     files, skipped_inputs, roots = read_source(args.source)
     for f, why in skipped_inputs:
-        print(f"skipped: {f} ({why})", file=sys.stderr)
+        print(text(f"skipped: {f} ({why})"), file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     ledger = Ledger(out / LEDGER)
     try:
@@ -173,16 +226,16 @@ def run(args) -> int:
         for f in files:
             action, why, (size, mtime, digest) = decide(ledger, f, args.retry_failed)
             if action == "skip":
-                entry = ledger.get(str(f))
+                entry = ledger.get(key(f))
                 if digest is not None and entry is not None:  # touched, same content: remember the new mtime
-                    ledger.record(str(f), size, mtime, digest, entry.state, entry.outputs, entry.error)
+                    ledger.record(key(f), size, mtime, digest, entry.state, entry.outputs, entry.error)
                 done_before += why == "done"
                 failed_before += why != "done"
                 if why != "done":
-                    print(f"skipped: {f}: {why}", file=sys.stderr)
+                    print(text(f"skipped: {f}: {why}"), file=sys.stderr)
                 continue
             digest = digest or sha256(f)
-            ledger.record(str(f), size, mtime, digest, "running")
+            ledger.record(key(f), size, mtime, digest, "running")
             todo.append((f, size, mtime, digest))
         jobs = [Job(f, folders[f], inputs, refused.get(f), args.unredacted_report, f in full, args.format)
                 for f, *_ in todo]
@@ -197,14 +250,14 @@ def run(args) -> int:
             results = pool.redact_jobs(jobs)
             ok = failed = 0
             for (f, size, mtime, digest), (good, msg) in zip(todo, results):
-                print(msg, file=sys.stdout if good else sys.stderr)
+                print(text(msg), file=sys.stdout if good else sys.stderr)
                 if good:
-                    outputs = {str(p): sha256(p) for p in planned_outputs(f, folders[f], f in full, args.format,
-                                                                            args.unredacted_report) if p.is_file()}
-                    ledger.record(str(f), size, mtime, digest, "done", outputs)
+                    outputs = {str(p.resolve()): sha256(p) for p in planned_outputs(
+                        f, folders[f], f in full, args.format, args.unredacted_report) if p.is_file()}
+                    ledger.record(key(f), size, mtime, digest, "done", outputs)
                     ok += 1
                 else:
-                    ledger.record(str(f), size, mtime, digest, "failed", error=msg.removeprefix("error: ").split("\n")[0])
+                    ledger.record(key(f), size, mtime, digest, "failed", error=msg.removeprefix("error: ").split("\n")[0])
                     failed += 1
         finally:
             pool.close()
