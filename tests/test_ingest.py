@@ -251,3 +251,26 @@ def test_a_file_name_that_is_not_utf8_does_not_stop_the_run(archive, tmp_path, c
     CALLS.clear()
     main(["ingest", str(archive), "--out-dir", str(out)])
     assert CALLS == [] and len(ledger_rows(out)) == 4  # the ledger is still valid, and still read
+
+
+def test_a_list_naming_a_missing_file_fails_that_entry_only(archive, tmp_path, capsys):
+    (tmp_path / "list.csv").write_text("path\narch/a/one.wav\narch/a/gone.wav\n")
+    (tmp_path / "list.jsonl").write_text(json.dumps({"path": "arch/nope.wav"}) + "\n"
+                                         + json.dumps({"path": "arch/a/two.wav"}) + "\n")
+    for name, done in (("list.csv", "one.wav"), ("list.jsonl", "two.wav")):
+        capsys.readouterr()
+        assert main(["ingest", str(tmp_path / name), "--out-dir", str(tmp_path / name.replace(".", "-"))]) == 1
+        err = capsys.readouterr().err
+        assert "no such file" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert ledger_rows(tmp_path / name.replace(".", "-"))[done][0] == "done"
+
+
+def test_a_file_listed_twice_is_redacted_once_and_a_dangling_link_is_listed(archive, tmp_path, capsys):
+    one = archive / "a" / "one.wav"
+    (tmp_path / "list.csv").write_text(f"arch/a/one.wav\narch/a/one.wav\n./arch/a/one.wav\n{one}\n")
+    assert main(["ingest", str(tmp_path / "list.csv"), "--out-dir", str(tmp_path / "o")]) == 0
+    assert len(CALLS) == 1 and ledger_rows(tmp_path / "o")["one.wav"][:2] == ("done", 1)
+    (archive / "b" / "gone.wav").symlink_to(tmp_path / "nowhere.wav")
+    capsys.readouterr()
+    assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o2")]) == 0
+    assert f"skipped: {archive / 'b' / 'gone.wav'} (" in capsys.readouterr().err

@@ -143,7 +143,8 @@ def read_source(source: Path) -> tuple[list[Path], list[tuple[Path, str]], dict[
     from deid_speech.pipeline import collect_inputs
 
     if source.is_dir() or source.suffix.lower() not in (".csv", ".jsonl"):
-        return collect_inputs([str(source)])
+        files, skipped, roots = collect_inputs([str(source)])
+        return files, skipped + _broken_links([source]), roots
     paths: list[str] = []
     try:
         if source.suffix.lower() == ".jsonl":
@@ -165,7 +166,38 @@ def read_source(source: Path) -> tuple[list[Path], list[tuple[Path, str]], dict[
     if not paths:
         raise DeidError(f"{source}: lists no files")
     resolved = [str(Path(p).expanduser() if Path(p).expanduser().is_absolute() else source.parent / p) for p in paths]
-    return collect_inputs(resolved)
+    files, skipped, roots = collect_inputs(resolved)
+    return files, skipped + _broken_links(sorted({r for r in roots.values()})), roots
+
+
+def _broken_links(folders: list[Path]) -> list[tuple[Path, str]]:
+    """Symbolic links to nothing in ``folders`` (which the search for audio passes over):
+    listed as skipped, as every other file that is not redacted."""
+    return [(x, "a symbolic link to a file that is not there") for folder in folders
+            for x in sorted(folder.rglob("*")) if x.is_symlink() and not x.exists()]
+
+
+def distinct_inputs(files: list[Path]) -> tuple[list[Path], list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """(each input once, by its absolute path; the repeats, skipped with why; the entries
+    that are no file to read, with why): a list may name a file twice, or one that is gone."""
+    seen: set[str] = set()
+    unique, repeats, bad = [], [], []
+    for f in files:
+        try:
+            if not f.is_file():
+                bad.append((f, "no such file" if not f.exists() and not f.is_symlink() else
+                            "a symbolic link to a file that is not there" if not f.exists() else "not a file"))
+                continue
+        except OSError as e:
+            bad.append((f, f"cannot read it ({e.strerror or e})"))
+            continue
+        k = key(f)
+        if k in seen:
+            repeats.append((f, "listed more than once; redacted once"))
+            continue
+        seen.add(k)
+        unique.append(f)
+    return unique, repeats, bad
 
 
 def _outputs_intact(entry: Entry) -> bool:
@@ -213,8 +245,11 @@ def run(args) -> int:
         raise DeidError("--address is a Ray cluster's: use it with --engine ray")
     config = redact_config(args)  # a bad option fails before any work
     files, skipped_inputs, roots = read_source(args.source)
-    for f, why in skipped_inputs:
+    files, repeats, bad = distinct_inputs(files)
+    for f, why in skipped_inputs + repeats:
         print(text(f"skipped: {f} ({why})"), file=sys.stderr)
+    for f, why in bad:
+        print(text(f"error: {f}: {why}"), file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     ledger = Ledger(out / LEDGER)
     try:
@@ -222,9 +257,16 @@ def run(args) -> int:
         full = full_name_outputs(files, folders)
         refused = output_collisions(files, folders, full)
         inputs = {f.resolve() for f in files}
-        todo, done_before, failed_before = [], 0, 0
+        todo, done_before, failed_before, failed = [], 0, 0, len(bad)
         for f in files:
-            action, why, (size, mtime, digest) = decide(ledger, f, args.retry_failed)
+            try:
+                action, why, (size, mtime, digest) = decide(ledger, f, args.retry_failed)
+                if action != "skip":
+                    digest = digest or sha256(f)
+            except OSError as e:  # unreadable: this input fails, the others go on
+                print(text(f"error: {f}: cannot read it ({e.strerror or e})"), file=sys.stderr)
+                failed += 1
+                continue
             if action == "skip":
                 entry = ledger.get(key(f))
                 if digest is not None and entry is not None:  # touched, same content: remember the new mtime
@@ -234,7 +276,6 @@ def run(args) -> int:
                 if why != "done":
                     print(text(f"skipped: {f}: {why}"), file=sys.stderr)
                 continue
-            digest = digest or sha256(f)
             ledger.record(key(f), size, mtime, digest, "running")
             todo.append((f, size, mtime, digest))
         jobs = [Job(f, folders[f], inputs, refused.get(f), args.unredacted_report, f in full, args.format)
@@ -248,7 +289,7 @@ def run(args) -> int:
             pool = WorkerPool(config, workers) if workers > 1 else InProcess(Redactor(config))
         try:
             results = pool.redact_jobs(jobs)
-            ok = failed = 0
+            ok = 0
             for (f, size, mtime, digest), (good, msg) in zip(todo, results):
                 print(text(msg), file=sys.stdout if good else sys.stderr)
                 if good:
@@ -261,7 +302,7 @@ def run(args) -> int:
                     failed += 1
         finally:
             pool.close()
-        print(f"{len(files)} input(s): {ok} redacted now, {done_before} done before, {failed} failed now, "
+        print(f"{len(files) + len(bad)} input(s): {ok} redacted now, {done_before} done before, {failed} failed now, "
               f"{failed_before} failed before or skipped; ledger {out / LEDGER}")
         return 1 if failed else 0
     finally:
