@@ -274,3 +274,56 @@ def test_a_file_listed_twice_is_redacted_once_and_a_dangling_link_is_listed(arch
     capsys.readouterr()
     assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o2")]) == 0
     assert f"skipped: {archive / 'b' / 'gone.wav'} (" in capsys.readouterr().err
+
+
+def _clip(path: Path, hz: float, seconds: float = 2.0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, tone(seconds, hz=hz), 16000)
+    return path
+
+
+def test_outputs_another_archive_or_redact_wrote_are_never_replaced_without_overwrite(archive, tmp_path, capsys):
+    out = tmp_path / "out"
+    _clip(tmp_path / "arch2" / "a" / "one.wav", 600)  # other audio, the same name as arch/a/one.wav
+    _clip(tmp_path / "arch2" / "a" / "new.wav", 700)
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    before = (out / "a" / "one.redacted.wav").read_bytes()
+    capsys.readouterr()
+    assert main(["ingest", str(tmp_path / "arch2"), "--out-dir", str(out)]) == 1  # one.wav refused, new.wav done
+    err = capsys.readouterr().err
+    assert "one.redacted" in err and "already exists and is not" in err and "--overwrite" in err
+    assert (out / "a" / "one.redacted.wav").read_bytes() == before and (out / "a" / "new.redacted.json").is_file()
+    assert json.loads((out / "a" / "one.redacted.json").read_text())["file"].endswith("arch/a/one.wav")
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0 and CALLS == []  # still arch's, still done
+    # --overwrite takes them; arch's own row no longer owns them, so arch gets them back only with --overwrite
+    assert main(["ingest", str(tmp_path / "arch2"), "--out-dir", str(out), "--overwrite"]) == 0
+    assert json.loads((out / "a" / "one.redacted.json").read_text())["file"].endswith("arch2/a/one.wav")
+    capsys.readouterr()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 1
+    assert "already exists and is not" in capsys.readouterr().err
+    assert json.loads((out / "a" / "one.redacted.json").read_text())["file"].endswith("arch2/a/one.wav")
+    # what `redact` wrote into the folder is not ingest's either
+    o3 = tmp_path / "o3"
+    _clip(tmp_path / "x" / "two.wav", 800)
+    assert main(["redact", str(tmp_path / "x" / "two.wav"), "--out-dir", str(o3)]) == 0
+    redacted = (o3 / "two.redacted.wav").read_bytes()
+    (tmp_path / "list.csv").write_text("arch/a/two.wav\narch/a/one.wav\n")
+    assert main(["ingest", str(tmp_path / "list.csv"), "--out-dir", str(o3)]) == 1
+    assert (o3 / "two.redacted.wav").read_bytes() == redacted and (o3 / "one.redacted.json").is_file()
+    assert ledger_rows(o3)["one.wav"][0] == "done" and "two.wav" not in ledger_rows(o3)
+
+
+def test_a_file_added_later_with_the_same_stem_gets_names_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "Redactor", FakeRedactor)
+    src, out = tmp_path / "arch7", tmp_path / "out"
+    _clip(src / "call.wav", 300)
+    assert main(["ingest", str(src), "--out-dir", str(out)]) == 0
+    _clip(src / "call.flac", 500)  # sorts before call.wav: in a fresh run it would take "call.redacted.*"
+    for _ in range(2):
+        assert main(["ingest", str(src), "--out-dir", str(out)]) == 0
+        assert json.loads((out / "call.redacted.json").read_text())["file"].endswith("call.wav")
+        assert json.loads((out / "call.flac.redacted.json").read_text())["file"].endswith("call.flac")
+        assert sorted(p.name for p in out.glob("call*")) == [
+            "call.flac.redacted.flac", "call.flac.redacted.json", "call.redacted.json", "call.redacted.wav"]
+    assert {v[0] for v in ledger_rows(out).values()} == {"done"}

@@ -131,6 +131,21 @@ class Ledger:
              int(state == "running"),
              time.time()))
 
+    def owners(self) -> dict[str, str]:
+        """Every output path the ledger records (absolute), with the input it belongs to."""
+        return {p: source for source, outputs in self.db.execute("SELECT source, outputs FROM files")
+                for p in json.loads(outputs or "{}")}
+
+    def disown(self, paths: set[str], source: str) -> None:
+        """``source`` takes ``paths`` over (``--overwrite``): other inputs no longer own them,
+        so their outputs are no longer complete (they are redone only with ``--overwrite``)."""
+        for other, outputs in self.db.execute("SELECT source, outputs FROM files WHERE source != ?",
+                                              (source,)).fetchall():
+            outputs = json.loads(outputs or "{}")
+            if paths & set(outputs):
+                self.db.execute("UPDATE files SET outputs = ? WHERE source = ?",
+                                (json.dumps({p: h for p, h in outputs.items() if p not in paths}), other))
+
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT state, COUNT(*) FROM files GROUP BY state").fetchall())
 
@@ -201,7 +216,53 @@ def distinct_inputs(files: list[Path]) -> tuple[list[Path], list[tuple[Path, str
 
 
 def _outputs_intact(entry: Entry) -> bool:
-    return bool(entry.outputs) and all(Path(p).is_file() and sha256(Path(p)) == h for p, h in entry.outputs.items())
+    return any(p.endswith(".redacted.json") for p in entry.outputs) and \
+        all(Path(p).is_file() and sha256(Path(p)) == h for p, h in entry.outputs.items())
+
+
+def _exists(p: Path) -> bool:
+    try:
+        return p.exists() or p.is_symlink()
+    except OSError:  # a name too long and the like: writing it will fail with the reason
+        return False
+
+
+def output_names(files: list[Path], folders: dict[Path, Path], owners: dict[str, str]) -> set[Path]:
+    """The inputs whose output names keep their extension ("x.flac.redacted.flac"): one the
+    ledger records with such names; a new one whose "x.redacted.json" another input with
+    another extension has, in the ledger or earlier in this run (as ``redact`` names "x.wav"
+    and "x.flac" of one run). An input keeps the names it was given first, whatever is added
+    to the archive later, so a report never ends up beside another input's audio."""
+    from deid_speech.pipeline import output_paths
+
+    taken: dict[str, set[str]] = {}
+    for p, source in owners.items():
+        if p.endswith(".redacted.json"):
+            taken.setdefault(p, set()).add(Path(source).suffix.lower())
+    full: set[Path] = set()
+    for f in files:
+        plain, whole = (str(output_paths(f, folders[f], x)[1].resolve()) for x in (False, True))
+        if owners.get(whole) == key(f):
+            full.add(f)
+        elif owners.get(plain) != key(f):
+            suffixes = taken.setdefault(plain, set())
+            if suffixes and f.suffix and f.suffix.lower() not in suffixes:
+                full.add(f)
+            suffixes.add(f.suffix.lower())
+    return full
+
+
+def not_ours(f: Path, folder: Path, full_name: bool, owners: dict[str, str]) -> str | None:
+    """Why ``f`` may not be redacted into ``folder``: an output path of it is there and the
+    ledger does not record it as ``f``'s (another input's, or a file ingest did not write)."""
+    from deid_speech.pipeline import every_output
+
+    for p in every_output(f, folder, full_name):
+        owner = owners.get(str(p.resolve()))
+        if owner != key(f) and _exists(p):
+            whose = f"the ledger has it as {owner}'s" if owner else "ingest did not write it here"
+            return f"{f}: {p} already exists and is not this input's ({whose}); use --overwrite to replace it"
+    return None
 
 
 def decide(ledger: Ledger, f: Path, retry_failed: bool) -> tuple[str, str, tuple[int, int, str | None]]:
@@ -234,7 +295,7 @@ def run(args) -> int:
 
     from deid_speech.batch import InProcess, Job, RayPool, WorkerPool
     from deid_speech.cli import redact_config
-    from deid_speech.pipeline import Redactor, full_name_outputs, output_collisions, output_folders, planned_outputs
+    from deid_speech.pipeline import Redactor, every_output, output_collisions, output_folders, planned_outputs
 
     out = args.out_dir
     if out.exists() and not out.is_dir():
@@ -254,7 +315,8 @@ def run(args) -> int:
     ledger = Ledger(out / LEDGER)
     try:
         folders = output_folders(files, out, roots)
-        full = full_name_outputs(files, folders)
+        owners = ledger.owners()
+        full = output_names(files, folders, owners)
         refused = output_collisions(files, folders, full)
         inputs = {f.resolve() for f in files}
         todo, done_before, failed_before, failed = [], 0, 0, len(bad)
@@ -276,9 +338,19 @@ def run(args) -> int:
                 if why != "done":
                     print(text(f"skipped: {f}: {why}"), file=sys.stderr)
                 continue
-            ledger.record(key(f), size, mtime, digest, "running")
-            todo.append((f, size, mtime, digest))
-        jobs = [Job(f, folders[f], inputs, refused.get(f), args.unredacted_report, f in full, args.format)
+            problem = refused.get(f) or (None if args.overwrite else not_ours(f, folders[f], f in full, owners))
+            if problem:  # nothing written, nothing recorded: the next run checks again
+                print(text(f"error: {problem}"), file=sys.stderr)
+                failed += 1
+                continue
+            # the outputs are this input's before any is written: a kill mid-write leaves them its own
+            plan = {str(p.resolve()) for p in planned_outputs(f, folders[f], f in full, args.format,
+                                                              args.unredacted_report)}
+            claimed = plan | {str(p.resolve()) for p in every_output(f, folders[f], f in full) if _exists(p)}
+            ledger.disown(claimed, key(f))
+            ledger.record(key(f), size, mtime, digest, "running", dict.fromkeys(claimed))
+            todo.append((f, size, mtime, digest, claimed))
+        jobs = [Job(f, folders[f], inputs, None, args.unredacted_report, f in full, args.format)
                 for f, *_ in todo]
         workers = min(args.workers, len(jobs))
         if not jobs:
@@ -290,7 +362,7 @@ def run(args) -> int:
         try:
             results = pool.redact_jobs(jobs)
             ok = 0
-            for (f, size, mtime, digest), (good, msg) in zip(todo, results):
+            for (f, size, mtime, digest, claimed), (good, msg) in zip(todo, results):
                 print(text(msg), file=sys.stdout if good else sys.stderr)
                 if good:
                     outputs = {str(p.resolve()): sha256(p) for p in planned_outputs(
@@ -298,7 +370,9 @@ def run(args) -> int:
                     ledger.record(key(f), size, mtime, digest, "done", outputs)
                     ok += 1
                 else:
-                    ledger.record(key(f), size, mtime, digest, "failed", error=msg.removeprefix("error: ").split("\n")[0])
+                    left = dict.fromkeys(p for p in claimed if _exists(Path(p)))  # a removal that failed
+                    ledger.record(key(f), size, mtime, digest, "failed", left,
+                                  error=msg.removeprefix("error: ").split("\n")[0])
                     failed += 1
         finally:
             pool.close()
