@@ -233,6 +233,7 @@ def test_the_ledger_is_keyed_by_the_absolute_path(archive, tmp_path, monkeypatch
         rel = {os.path.relpath(p, tmp_path): h for p, h in json.loads(outputs).items()}
         db.execute("UPDATE files SET source = ?, outputs = ? WHERE source = ?",
                    (os.path.relpath(k, tmp_path), json.dumps(rel), k))
+    db.execute("ALTER TABLE files DROP COLUMN options")  # nor did it record options
     db.commit()
     db.close()
     assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0 and CALLS == []
@@ -327,3 +328,23 @@ def test_a_file_added_later_with_the_same_stem_gets_names_of_its_own(tmp_path, m
         assert sorted(p.name for p in out.glob("call*")) == [
             "call.flac.redacted.flac", "call.flac.redacted.json", "call.redacted.json", "call.redacted.wav"]
     assert {v[0] for v in ledger_rows(out).values()} == {"done"}
+
+
+def test_a_rerun_with_other_options_redoes_the_files_with_them(archive, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    CALLS.clear()
+    capsys.readouterr()
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--format", "srt,txt"]) == 0
+    assert len(CALLS) == 3 and "3 redacted now" in capsys.readouterr().out
+    assert (out / "a" / "one.redacted.srt").is_file() and (out / "b" / "three.redacted.txt").is_file()
+    assert all(len(v[2]) == 4 for v in ledger_rows(out).values())
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--format", "txt,srt", "--workers", "1"]) == 0
+    assert CALLS == []  # the same outputs asked for: nothing to redo
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--mode", "silence", "--labels", "PHONE"]) == 0
+    assert len(CALLS) == 3 and "--mode" not in capsys.readouterr().err
+    assert not (out / "a" / "one.redacted.srt").exists()  # its own earlier outputs went with the old options
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--mode", "silence", "--labels", "PHONE"]) == 0
+    assert CALLS == []

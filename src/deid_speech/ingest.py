@@ -42,7 +42,7 @@ from deid_speech.models import sha256
 LEDGER = "ingest-ledger.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS files (
     source TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT,
-    state TEXT NOT NULL, outputs TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0, updated REAL)"""
+    state TEXT NOT NULL, outputs TEXT, error TEXT, attempts INTEGER NOT NULL DEFAULT 0, updated REAL, options TEXT)"""
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,35 @@ class Entry:
     outputs: dict
     error: str | None
     attempts: int
+    options: dict | None = None  # what it was redacted with (:func:`options_of`); None: not recorded
+
+
+def options_of(config, formats: tuple[str, ...], unredacted_report: bool) -> dict[str, str]:
+    """What an input is redacted with, as far as it changes the outputs: every field of the
+    RedactConfig (the operators one by one) but where the verifier decodes, the formats, and
+    whether the clear report is written. The hash operator's key is not among them: it is
+    never written anywhere."""
+    from dataclasses import fields
+
+    opts: dict[str, str] = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if f.name == "redact":
+            opts.update({f"redact.{g.name}": repr(getattr(value, g.name)) for g in fields(value) if g.repr})
+        elif f.name != "verify_in_helper":
+            opts[f.name] = repr(value)
+    return {**opts, "format": repr(sorted(formats)), "unredacted_report": repr(bool(unredacted_report))}
+
+
+def changed_options(before: dict | None, now: dict) -> list[str]:
+    """The options (as flags) that differ between a recorded redaction and this run; none
+    where nothing was recorded (a ledger from before options were) or for an option that
+    did not exist then."""
+    names = {"e2e_model": "--model", "fast_asr": "--fast-asr"}
+    changed = [k for k in now if before and k in before and before[k] != now[k]]
+    flags = [("the operators (--mode, --text-op, --label-op, padding, --merge-gap, --config)" if k.startswith("redact.")
+              else names.get(k, "--" + k.replace("_", "-"))) for k in changed]
+    return list(dict.fromkeys(flags))
 
 
 def text(s: str) -> str:
@@ -78,6 +107,8 @@ class Ledger:
             self.db = sqlite3.connect(str(self.path), isolation_level=None, timeout=30)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(SCHEMA)
+            if "options" not in {r[1] for r in self.db.execute("PRAGMA table_info(files)")}:  # an older ledger
+                self.db.execute("ALTER TABLE files ADD COLUMN options TEXT")
             self._make_absolute()
         except sqlite3.DatabaseError as e:
             raise DeidError(f"{self.path}: not a usable ingest ledger ({e})") from None
@@ -113,23 +144,23 @@ class Ledger:
             raise
 
     def get(self, source: str) -> Entry | None:
-        row = self.db.execute("SELECT source, size, mtime_ns, sha256, state, outputs, error, attempts FROM files "
-                              "WHERE source = ?", (source,)).fetchone()
+        row = self.db.execute("SELECT source, size, mtime_ns, sha256, state, outputs, error, attempts, options "
+                              "FROM files WHERE source = ?", (source,)).fetchone()
         if row is None:
             return None
-        return Entry(row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"), row[6], row[7])
+        return Entry(row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"), row[6], row[7],
+                     json.loads(row[8]) if row[8] else None)
 
     def record(self, source: str, size: int, mtime_ns: int, digest: str | None, state: str,
-               outputs: dict | None = None, error: str | None = None) -> None:
+               outputs: dict | None = None, error: str | None = None, options: dict | None = None) -> None:
         self.db.execute(
-            "INSERT INTO files (source, size, mtime_ns, sha256, state, outputs, error, attempts, updated) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(source) DO UPDATE SET size = excluded.size, "
+            "INSERT INTO files (source, size, mtime_ns, sha256, state, outputs, error, attempts, updated, options) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(source) DO UPDATE SET size = excluded.size, "
             "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, state = excluded.state, "
             "outputs = excluded.outputs, error = excluded.error, attempts = files.attempts + (excluded.state = 'running'), "
-            "updated = excluded.updated",
+            "updated = excluded.updated, options = excluded.options",
             (source, size, mtime_ns, digest, state, json.dumps(outputs or {}), error and text(error),
-             int(state == "running"),
-             time.time()))
+             int(state == "running"), time.time(), json.dumps(options) if options is not None else None))
 
     def owners(self) -> dict[str, str]:
         """Every output path the ledger records (absolute), with the input it belongs to."""
@@ -265,8 +296,10 @@ def not_ours(f: Path, folder: Path, full_name: bool, owners: dict[str, str]) -> 
     return None
 
 
-def decide(ledger: Ledger, f: Path, retry_failed: bool) -> tuple[str, str, tuple[int, int, str | None]]:
-    """(``skip`` | ``redo``, why, (size, mtime_ns, sha256 or None if not computed))."""
+def decide(ledger: Ledger, f: Path, retry_failed: bool,
+           options: dict | None = None) -> tuple[str, str, tuple[int, int, str | None]]:
+    """(``skip`` | ``redo``, why, (size, mtime_ns, sha256 or None if not computed)).
+    ``options``: this run's (:func:`options_of`); a done input redacted with others is redone."""
     st = f.stat()
     entry = ledger.get(key(f))
     if entry is None:
@@ -279,9 +312,12 @@ def decide(ledger: Ledger, f: Path, retry_failed: bool) -> tuple[str, str, tuple
     if not same:
         return "redo", "changed since the last run", (st.st_size, st.st_mtime_ns, digest)
     if entry.state == "done":
-        if _outputs_intact(entry):
-            return "skip", "done", (st.st_size, st.st_mtime_ns, digest)
-        return "redo", "outputs missing or altered", (st.st_size, st.st_mtime_ns, digest)
+        if not _outputs_intact(entry):
+            return "redo", "outputs missing or altered", (st.st_size, st.st_mtime_ns, digest)
+        changed = changed_options(entry.options, options or {})
+        if changed:
+            return "redo", f"redacted before with other {', '.join(changed)}", (st.st_size, st.st_mtime_ns, digest)
+        return "skip", "done", (st.st_size, st.st_mtime_ns, digest)
     if entry.state == "failed" and not retry_failed:
         return "skip", f"failed before ({entry.error}); --retry-failed to try again", (st.st_size, st.st_mtime_ns,
                                                                                        digest)
@@ -305,6 +341,7 @@ def run(args) -> int:
     if args.address and args.engine != "ray":
         raise DeidError("--address is a Ray cluster's: use it with --engine ray")
     config = redact_config(args)  # a bad option fails before any work
+    options = options_of(config, args.format, args.unredacted_report)
     files, skipped_inputs, roots = read_source(args.source)
     files, repeats, bad = distinct_inputs(files)
     for f, why in skipped_inputs + repeats:
@@ -322,7 +359,7 @@ def run(args) -> int:
         todo, done_before, failed_before, failed = [], 0, 0, len(bad)
         for f in files:
             try:
-                action, why, (size, mtime, digest) = decide(ledger, f, args.retry_failed)
+                action, why, (size, mtime, digest) = decide(ledger, f, args.retry_failed, options)
                 if action != "skip":
                     digest = digest or sha256(f)
             except OSError as e:  # unreadable: this input fails, the others go on
@@ -332,7 +369,7 @@ def run(args) -> int:
             if action == "skip":
                 entry = ledger.get(key(f))
                 if digest is not None and entry is not None:  # touched, same content: remember the new mtime
-                    ledger.record(key(f), size, mtime, digest, entry.state, entry.outputs, entry.error)
+                    ledger.record(key(f), size, mtime, digest, entry.state, entry.outputs, entry.error, entry.options)
                 done_before += why == "done"
                 failed_before += why != "done"
                 if why != "done":
@@ -348,7 +385,9 @@ def run(args) -> int:
                                                               args.unredacted_report)}
             claimed = plan | {str(p.resolve()) for p in every_output(f, folders[f], f in full) if _exists(p)}
             ledger.disown(claimed, key(f))
-            ledger.record(key(f), size, mtime, digest, "running", dict.fromkeys(claimed))
+            if why.startswith("redacted before with other"):
+                print(text(f"{f}: {why}: redoing it"))
+            ledger.record(key(f), size, mtime, digest, "running", dict.fromkeys(claimed), options=options)
             todo.append((f, size, mtime, digest, claimed))
         jobs = [Job(f, folders[f], inputs, None, args.unredacted_report, f in full, args.format)
                 for f, *_ in todo]
@@ -367,12 +406,12 @@ def run(args) -> int:
                 if good:
                     outputs = {str(p.resolve()): sha256(p) for p in planned_outputs(
                         f, folders[f], f in full, args.format, args.unredacted_report) if p.is_file()}
-                    ledger.record(key(f), size, mtime, digest, "done", outputs)
+                    ledger.record(key(f), size, mtime, digest, "done", outputs, options=options)
                     ok += 1
                 else:
                     left = dict.fromkeys(p for p in claimed if _exists(Path(p)))  # a removal that failed
                     ledger.record(key(f), size, mtime, digest, "failed", left,
-                                  error=msg.removeprefix("error: ").split("\n")[0])
+                                  error=msg.removeprefix("error: ").split("\n")[0], options=options)
                     failed += 1
         finally:
             pool.close()
