@@ -211,3 +211,140 @@ def test_an_unreachable_ray_cluster_is_a_one_line_error(archive, tmp_path, capsy
     assert f"cannot reach Ray at 127.0.0.1:{port}" in capsys.readouterr().err and time.time() - t < 30
     assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o"), "--engine", "ray",
                  "--address", "no-port-here"]) == 1
+
+
+def test_the_ledger_is_keyed_by_the_absolute_path(archive, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    (archive / "a" / "broken.wav").write_bytes(b"RIFF....WAVEfmt not really audio")
+    monkeypatch.chdir(tmp_path)
+    assert main(["ingest", "arch", "--out-dir", "out"]) == 1
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0  # the failure is not retried
+    monkeypatch.chdir(archive)
+    assert main(["ingest", ".", "--out-dir", "../out"]) == 0 and CALLS == []
+    db = sqlite3.connect(out / LEDGER)
+    keys = [r[0] for r in db.execute("SELECT source FROM files")]
+    db.close()
+    assert len(keys) == 4 and all(Path(k).is_absolute() for k in keys)
+    # a ledger written with relative keys (before this was fixed) is read from the folder it was written in
+    monkeypatch.chdir(tmp_path)
+    db = sqlite3.connect(out / LEDGER)
+    for (k, outputs) in db.execute("SELECT source, outputs FROM files").fetchall():
+        rel = {os.path.relpath(p, tmp_path): h for p, h in json.loads(outputs).items()}
+        db.execute("UPDATE files SET source = ?, outputs = ? WHERE source = ?",
+                   (os.path.relpath(k, tmp_path), json.dumps(rel), k))
+    db.execute("ALTER TABLE files DROP COLUMN options")  # nor did it record options
+    db.commit()
+    db.close()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0 and CALLS == []
+    assert len(ledger_rows(out)) == 4
+
+
+def test_a_file_name_that_is_not_utf8_does_not_stop_the_run(archive, tmp_path, capsys):
+    odd = os.fsencode(archive / "a") + b"/odd\xffname.wav"
+    with open(odd, "wb") as fh:
+        fh.write((archive / "a" / "one.wav").read_bytes())
+    out = tmp_path / "out"
+    main(["ingest", str(archive), "--out-dir", str(out)])
+    rows = ledger_rows(out)
+    assert {rows[k][0] for k in ("one.wav", "two.wav", "three.flac")} == {"done"} and len(rows) == 4
+    assert "Traceback" not in capsys.readouterr().err
+    CALLS.clear()
+    main(["ingest", str(archive), "--out-dir", str(out)])
+    assert CALLS == [] and len(ledger_rows(out)) == 4  # the ledger is still valid, and still read
+
+
+def test_a_list_naming_a_missing_file_fails_that_entry_only(archive, tmp_path, capsys):
+    (tmp_path / "list.csv").write_text("path\narch/a/one.wav\narch/a/gone.wav\n")
+    (tmp_path / "list.jsonl").write_text(json.dumps({"path": "arch/nope.wav"}) + "\n"
+                                         + json.dumps({"path": "arch/a/two.wav"}) + "\n")
+    for name, done in (("list.csv", "one.wav"), ("list.jsonl", "two.wav")):
+        capsys.readouterr()
+        assert main(["ingest", str(tmp_path / name), "--out-dir", str(tmp_path / name.replace(".", "-"))]) == 1
+        err = capsys.readouterr().err
+        assert "no such file" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert ledger_rows(tmp_path / name.replace(".", "-"))[done][0] == "done"
+
+
+def test_a_file_listed_twice_is_redacted_once_and_a_dangling_link_is_listed(archive, tmp_path, capsys):
+    one = archive / "a" / "one.wav"
+    (tmp_path / "list.csv").write_text(f"arch/a/one.wav\narch/a/one.wav\n./arch/a/one.wav\n{one}\n")
+    assert main(["ingest", str(tmp_path / "list.csv"), "--out-dir", str(tmp_path / "o")]) == 0
+    assert len(CALLS) == 1 and ledger_rows(tmp_path / "o")["one.wav"][:2] == ("done", 1)
+    (archive / "b" / "gone.wav").symlink_to(tmp_path / "nowhere.wav")
+    capsys.readouterr()
+    assert main(["ingest", str(archive), "--out-dir", str(tmp_path / "o2")]) == 0
+    assert f"skipped: {archive / 'b' / 'gone.wav'} (" in capsys.readouterr().err
+
+
+def _clip(path: Path, hz: float, seconds: float = 2.0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, tone(seconds, hz=hz), 16000)
+    return path
+
+
+def test_outputs_another_archive_or_redact_wrote_are_never_replaced_without_overwrite(archive, tmp_path, capsys):
+    out = tmp_path / "out"
+    _clip(tmp_path / "arch2" / "a" / "one.wav", 600)  # other audio, the same name as arch/a/one.wav
+    _clip(tmp_path / "arch2" / "a" / "new.wav", 700)
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    before = (out / "a" / "one.redacted.wav").read_bytes()
+    capsys.readouterr()
+    assert main(["ingest", str(tmp_path / "arch2"), "--out-dir", str(out)]) == 1  # one.wav refused, new.wav done
+    err = capsys.readouterr().err
+    assert "one.redacted" in err and "already exists and is not" in err and "--overwrite" in err
+    assert (out / "a" / "one.redacted.wav").read_bytes() == before and (out / "a" / "new.redacted.json").is_file()
+    assert json.loads((out / "a" / "one.redacted.json").read_text())["file"].endswith("arch/a/one.wav")
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0 and CALLS == []  # still arch's, still done
+    # --overwrite takes them; arch's own row no longer owns them, so arch gets them back only with --overwrite
+    assert main(["ingest", str(tmp_path / "arch2"), "--out-dir", str(out), "--overwrite"]) == 0
+    assert json.loads((out / "a" / "one.redacted.json").read_text())["file"].endswith("arch2/a/one.wav")
+    capsys.readouterr()
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 1
+    assert "already exists and is not" in capsys.readouterr().err
+    assert json.loads((out / "a" / "one.redacted.json").read_text())["file"].endswith("arch2/a/one.wav")
+    # what `redact` wrote into the folder is not ingest's either
+    o3 = tmp_path / "o3"
+    _clip(tmp_path / "x" / "two.wav", 800)
+    assert main(["redact", str(tmp_path / "x" / "two.wav"), "--out-dir", str(o3)]) == 0
+    redacted = (o3 / "two.redacted.wav").read_bytes()
+    (tmp_path / "list.csv").write_text("arch/a/two.wav\narch/a/one.wav\n")
+    assert main(["ingest", str(tmp_path / "list.csv"), "--out-dir", str(o3)]) == 1
+    assert (o3 / "two.redacted.wav").read_bytes() == redacted and (o3 / "one.redacted.json").is_file()
+    assert ledger_rows(o3)["one.wav"][0] == "done" and "two.wav" not in ledger_rows(o3)
+
+
+def test_a_file_added_later_with_the_same_stem_gets_names_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "Redactor", FakeRedactor)
+    src, out = tmp_path / "arch7", tmp_path / "out"
+    _clip(src / "call.wav", 300)
+    assert main(["ingest", str(src), "--out-dir", str(out)]) == 0
+    _clip(src / "call.flac", 500)  # sorts before call.wav: in a fresh run it would take "call.redacted.*"
+    for _ in range(2):
+        assert main(["ingest", str(src), "--out-dir", str(out)]) == 0
+        assert json.loads((out / "call.redacted.json").read_text())["file"].endswith("call.wav")
+        assert json.loads((out / "call.flac.redacted.json").read_text())["file"].endswith("call.flac")
+        assert sorted(p.name for p in out.glob("call*")) == [
+            "call.flac.redacted.flac", "call.flac.redacted.json", "call.redacted.json", "call.redacted.wav"]
+    assert {v[0] for v in ledger_rows(out).values()} == {"done"}
+
+
+def test_a_rerun_with_other_options_redoes_the_files_with_them(archive, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["ingest", str(archive), "--out-dir", str(out)]) == 0
+    CALLS.clear()
+    capsys.readouterr()
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--format", "srt,txt"]) == 0
+    assert len(CALLS) == 3 and "3 redacted now" in capsys.readouterr().out
+    assert (out / "a" / "one.redacted.srt").is_file() and (out / "b" / "three.redacted.txt").is_file()
+    assert all(len(v[2]) == 4 for v in ledger_rows(out).values())
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--format", "txt,srt", "--workers", "1"]) == 0
+    assert CALLS == []  # the same outputs asked for: nothing to redo
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--mode", "silence", "--labels", "PHONE"]) == 0
+    assert len(CALLS) == 3 and "--mode" not in capsys.readouterr().err
+    assert not (out / "a" / "one.redacted.srt").exists()  # its own earlier outputs went with the old options
+    CALLS.clear()
+    assert main(["ingest", str(archive), "--out-dir", str(out), "--mode", "silence", "--labels", "PHONE"]) == 0
+    assert CALLS == []

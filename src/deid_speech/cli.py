@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("source", type=Path, help="a folder of recordings, or a .csv/.jsonl list of their paths")
     ing.add_argument("--out-dir", type=Path, required=True, help="where the outputs and the ledger go")
     ing.add_argument("--retry-failed", action="store_true", help="try again the inputs that failed before")
+    ing.add_argument("--overwrite", action="store_true",
+                     help="replace files in OUT_DIR at an input's output paths that the ledger does not record as "
+                          "that input's (another archive's, or what redact wrote); without it that input fails")
     ing.add_argument("--engine", choices=("local", "ray"), default="local",
                      help="local: --workers processes on this machine (default); ray: --workers Ray actors, "
                           "on a local Ray instance or the cluster at --address (the ray extra)")
