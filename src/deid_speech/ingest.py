@@ -223,27 +223,20 @@ def _broken_links(folders: list[Path]) -> list[tuple[Path, str]]:
             for x in sorted(folder.rglob("*")) if x.is_symlink() and not x.exists()]
 
 
-def distinct_inputs(files: list[Path]) -> tuple[list[Path], list[tuple[Path, str]], list[tuple[Path, str]]]:
-    """(each input once, by its absolute path; the repeats, skipped with why; the entries
-    that are no file to read, with why): a list may name a file twice, or one that is gone."""
-    seen: set[str] = set()
-    unique, repeats, bad = [], [], []
+def unreadable(files: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """(the inputs there is a file to read for; the others, with why): a list may name a file
+    that is gone (each file comes once: :func:`deid_speech.pipeline.collect_inputs` drops repeats)."""
+    good, bad = [], []
     for f in files:
         try:
-            if not f.is_file():
+            if f.is_file():
+                good.append(f)
+            else:
                 bad.append((f, "no such file" if not f.exists() and not f.is_symlink() else
                             "a symbolic link to a file that is not there" if not f.exists() else "not a file"))
-                continue
         except OSError as e:
             bad.append((f, f"cannot read it ({e.strerror or e})"))
-            continue
-        k = key(f)
-        if k in seen:
-            repeats.append((f, "listed more than once; redacted once"))
-            continue
-        seen.add(k)
-        unique.append(f)
-    return unique, repeats, bad
+    return good, bad
 
 
 def _outputs_intact(entry: Entry) -> bool:
@@ -343,8 +336,8 @@ def run(args) -> int:
     config = redact_config(args)  # a bad option fails before any work
     options = options_of(config, args.format, args.unredacted_report)
     files, skipped_inputs, roots = read_source(args.source)
-    files, repeats, bad = distinct_inputs(files)
-    for f, why in skipped_inputs + repeats:
+    files, bad = unreadable(files)
+    for f, why in skipped_inputs:
         print(text(f"skipped: {f} ({why})"), file=sys.stderr)
     for f, why in bad:
         print(text(f"error: {f}: {why}"), file=sys.stderr)
