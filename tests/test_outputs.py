@@ -255,6 +255,20 @@ def test_skip_existing_redoes_an_unfinished_output(call):
     assert sf.info(call.parent / "call.redacted.wav").frames == sf.info(call).frames
 
 
+def test_skip_existing_does_not_take_another_inputs_report_for_this_ones(call, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert redact_many(redactor(), [call], out) == 0  # call.wav -> out/call.redacted.*
+    flac = call.with_suffix(".flac")
+    sf.write(flac, sf.read(call)[0], sf.info(call).samplerate)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    # with both in the run, call.flac sorts first and takes the short names, which call.wav's outputs hold
+    assert redact_many(redactor(), [flac, call], out, existing="skip") == 1
+    err = capsys.readouterr().err
+    assert f"{out / 'call.redacted.json'} is the report of {call}, not of this input" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in before} == before
+
+
 def test_overwrite_and_skip_existing_exclude_each_other():
     with pytest.raises(SystemExit):
         _args("--overwrite", "--skip-existing")

@@ -1069,6 +1069,16 @@ def every_output(src: Path, out_dir: Path | None, full_name: bool = False) -> li
 EXISTING = ("refuse", "overwrite", "skip")
 
 
+def _reported_file(json_out: Path) -> str | None:
+    """The input an existing report names (its ``file``), or None where there is no report to read."""
+    try:
+        with open(json_out, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return d.get("file") if isinstance(d, dict) and isinstance(d.get("file"), str) else None
+
+
 def existing_policy(src: Path, out_dir: Path | None, full_name: bool, formats: tuple[str, ...],
                     unredacted_report: bool, existing: str = "refuse") -> tuple[str, str]:
     """What to do with ``src`` given the outputs already there: ("run", ""), ("skip", why)
@@ -1087,6 +1097,10 @@ def existing_policy(src: Path, out_dir: Path | None, full_name: bool, formats: t
         return "run", ""
     json_out = output_paths(src, out_dir, full_name)[1]
     if existing == "skip":
+        other = _reported_file(json_out)
+        if other is not None and Path(other).name != src.name:  # "x.flac" beside an earlier run's "x.wav"
+            return "refuse", (f"{src}: {json_out} is the report of {other}, not of this input; "
+                              "use --overwrite to replace it, or another --out-dir")
         missing = [p for p in plan if not exists(p)]
         if not missing:
             return "skip", f"{src}: already redacted ({json_out} exists)"
