@@ -113,3 +113,40 @@ def test_iter_objects_names_the_file_and_line_of_a_bad_record(tmp_path):
     p.write_bytes(b'{"a": "\xff\xfe"}\n')
     with pytest.raises(DeidError, match="not UTF-8"):
         list(manifest.iter_objects(p))
+
+
+def test_entities_come_from_tagged_where_missing_and_a_reference_must_say_them(tmp_path) -> None:
+    row = {"id": "a", "text": "call Tan now", "tagged": "call [PERSON] Tan [PERSON] now"}
+    [r] = manifest.read(_write(tmp_path / "t.jsonl", row))  # no 'entities': not "no PII"
+    assert r.entities == (manifest.Entity("PERSON", 5, 8),)
+    manifest.check_entities(r)
+    none = {"id": "n", "text": "call me now", "tagged": "call me now", "entities": []}
+    [r] = manifest.read(_write(tmp_path / "n.jsonl", none))
+    assert r.entities == ()
+    manifest.check_entities(r)  # truly no PII: fine
+    for bad, message in (
+            (row | {"entities": [{"label": "PERSON", "char_start": 0, "char_end": 8}]}, "disagree with the 'tagged'"),
+            (row | {"entities": []}, "disagree with the 'tagged'"),
+            (row | {"tagged": "call [PERSON] Tan Wei [PERSON] now"}, "'tagged' text is not its 'text'"),
+            ({"id": "a", "text": "call Tan now"}, "no 'entities'")):
+        [r] = manifest.read(p := _write(tmp_path / "b.jsonl", bad))
+        with pytest.raises(DeidError, match=message) as e:
+            manifest.check_entities(r)
+        assert f"{p}:1" in str(e.value) and "\n" not in str(e.value)
+    p = _write(tmp_path / "b.jsonl", GOOD | {"id": "ok"}, row | {"entities": [
+        {"label": "PERSON", "char_start": 5, "char_end": 8, "text": "Lim"}]})
+    with pytest.raises(DeidError, match=rf"{p}:2: entity PERSON at characters 5-8 is 'Tan' in the text, but its 'text'"):
+        manifest.read(p)
+
+
+def test_resumable_reading_refuses_a_file_it_did_not_write_and_leaves_it(tmp_path) -> None:
+    p = tmp_path / "m.jsonl"
+    for text, message in (('{"id": "a"}\nnotes\n{"id": "b"}\n', r"m\.jsonl:2: not JSON"),
+                          ('{"id": "a"}\nnotes\n', r"m\.jsonl:2: not JSON"),  # a whole last line: not cut short
+                          ('{"id": "a"}\n{"x": 1}\n', r"m\.jsonl:2: not a record with an id")):
+        p.write_text(text)
+        with pytest.raises(DeidError, match=message):
+            manifest.read_resumable(p, lambda d: "id" in d, "a record with an id")
+        assert p.read_text() == text
+    p.write_text('{"id": "a"}\n{"id": "b", "n')  # cut short: dropped, as before
+    assert manifest.read_resumable(p, lambda d: "id" in d) == [{"id": "a"}] and p.read_text() == '{"id": "a"}\n'

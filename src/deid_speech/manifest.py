@@ -5,19 +5,23 @@ One record type, :class:`Record`, covers them all; what a reader needs is asked 
 ``need``:
 
 * ``"text"``: ``text`` and ``entities`` (character offsets), or a ``tagged`` sentence that
-  is parsed into both (augmentation output);
+  is parsed into both (augmentation output); a record with ``text`` and ``tagged`` but no
+  ``entities`` takes them from ``tagged`` where it is that text with tags (a reference is
+  held to more: :func:`check_entities`);
 * ``"tagged"``: the tagged sentence itself (what is voiced);
 * ``"audio"``: an audio file, resolved against the manifest's folder and made absolute;
   with ``check_audio`` it must exist.
 
 Validation is strict and the same for every reader: a line that is not a JSON object, an
-entity with an unknown label or offsets outside its text, times that run backwards, a
-missing field, a repeated id: each is a one-line :class:`DeidError` naming the file and line.
+entity with an unknown label or offsets outside its text (or not on its own ``text``), times
+that run backwards, a missing field, a repeated id: each is a one-line :class:`DeidError`
+naming the file and line.
 Every field is kept as read (``Record.raw``) and written back unchanged, in its order;
 only a relative ``audio`` path becomes absolute.
 
 :class:`JsonlWriter` appends records to a file that a job may be interrupted while writing:
-on opening, a last line cut short is dropped (the file rewritten atomically), the ids
+on opening, a last line cut short is dropped (the file rewritten atomically; a bad line
+before the last is an error, the file left as it is), the ids
 already there are known (``done``), and each record is flushed to disk as it is written, so
 a rerun resumes where the last one stopped.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +100,37 @@ def _entity(e: Any, text: str, where: str) -> Entity:
     except (KeyError, TypeError, ValueError):
         raise DeidError(f"{where}: bad entity {json.dumps(e)[:80]} (need a label in {','.join(LABELS)}, "
                         "char_start < char_end inside the text, and start < end when timed)") from None
+    if "text" in e and e["text"] != text[cs:ce]:
+        raise DeidError(f"{where}: entity {label} at characters {cs}-{ce} is {text[cs:ce]!r} in the text, "
+                        f"but its 'text' is {str(e['text'])[:60]!r}")
     return Entity(label, cs, ce, start, end)
+
+
+def _tag_entities(text: str, tagged: str) -> tuple[Entity, ...] | None:
+    """The entities of ``tagged``, where it is ``text`` with tags; None otherwise."""
+    from deid_speech.types import parse_tagged
+
+    try:
+        plain, ents = parse_tagged(tagged)
+    except ValueError:
+        return None
+    return tuple(Entity(e.label, e.char_start, e.char_end) for e in ents) if plain == text else None
+
+
+def check_entities(r: Record) -> None:
+    """Strict, for a reference (``eval``): the record says what its entities are, in an
+    ``entities`` list (``[]``: none) or a ``tagged`` text that is its ``text`` with tags,
+    and where it has both they agree. A one-line DeidError otherwise."""
+    tags = _tag_entities(r.text, r.tagged) if r.text is not None and r.tagged is not None else None
+    if "entities" not in r.raw and tags is None:
+        raise DeidError(f"{r.where}: no 'entities'" + (
+            " (a record without personal data says \"entities\": [])" if r.tagged is None
+            else ", and its 'tagged' text is not its 'text' with tags"))
+    key, tag_key = (sorted((e.label, e.char_start, e.char_end) for e in x) for x in (r.entities, tags or ()))
+    if tags is not None and key != tag_key:
+        label, a, b = (sorted(set(key) ^ set(tag_key)) or key)[0]
+        raise DeidError(f"{r.where}: 'entities' disagree with the 'tagged' text (e.g. {label} {r.text[a:b]!r} "
+                        f"at characters {a}-{b})")
 
 
 def parse(row: dict, where: str, base: Path, need: tuple[str, ...] = ("text",), check_audio: bool = True,
@@ -119,6 +154,8 @@ def parse(row: dict, where: str, base: Path, need: tuple[str, ...] = ("text",), 
         if not isinstance(text, str) or not isinstance(row.get("entities", []), list):
             raise DeidError(f"{where}: 'text' must be a string and 'entities' a list")
         entities = tuple(_entity(e, text, where) for e in row.get("entities", []))
+        if "entities" not in row and tagged is not None:  # not "no entities": those of the tagged text
+            entities = _tag_entities(text, tagged) or ()
     elif "text" in need:
         raise DeidError(f"{where}: expected a record with 'text' and 'entities' (or 'tagged')")
     audio = None
@@ -189,24 +226,36 @@ def read(path: str | os.PathLike, need: tuple[str, ...] = ("text",), limit: int 
     return out
 
 
-def read_resumable(path: str | os.PathLike) -> list[dict]:
+def read_resumable(path: str | os.PathLike, record: Callable[[Any], bool] | None = None,
+                   what: str = "a record") -> list[dict]:
     """The objects of a JSONL file that a job appends to. A last line cut by an interruption
-    is dropped from the file (rewritten atomically); what precedes it is kept."""
+    (no newline) is dropped from the file (rewritten atomically); what precedes it is kept.
+    Any other line that is not JSON, or an object that ``record`` refuses (not ``what``), is a
+    one-line DeidError, and the file is left as it is: not a file this job wrote."""
     from deid_speech.audio import write_text_atomic
 
     p = Path(path)
     if not p.exists():
         return []
+    if p.is_dir():
+        raise DeidError(f"{p}: is a folder, not a JSONL file")
     rows, clean = [], True
-    with open(p, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                clean = False
-                break
+    try:
+        with open(p, encoding="utf-8") as fh:
+            lines = [(n, line) for n, line in enumerate(fh, 1) if line.strip()]
+    except UnicodeDecodeError:
+        raise DeidError(f"{p}: not UTF-8 text") from None
+    for k, (n, line) in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if k < len(lines) - 1 or line.endswith("\n"):  # a line cut short has no newline
+                raise DeidError(f"{p}:{n}: not JSON (and not a last line cut short); the file is left as it is") from None
+            clean = False
+            break
+        if record is not None and not record(row):
+            raise DeidError(f"{p}:{n}: not {what}; the file is left as it is")
+        rows.append(row)
     if not clean:
         write_text_atomic(p, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return rows

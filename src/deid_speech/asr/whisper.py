@@ -753,7 +753,8 @@ class CachedTranscriber:
     """A :class:`Transcriber` whose transcripts are kept in a JSONL file, keyed by the
     audio's samples, the model's files and the decoding options, so the same audio is
     decoded once across runs (an experiment scores many NER models on one transcript of
-    each test file). A last line cut short by an interrupted run is dropped. The model is loaded
+    each test file). A last line cut short by an interrupted run is dropped; a file of anything
+    else is refused, never appended to. The model is loaded
     only when some audio is not in the cache yet."""
 
     def __init__(self, options: AsrOptions, path: Path):
@@ -770,9 +771,9 @@ class CachedTranscriber:
         self._transcriber: Transcriber | None = None
         from deid_speech.manifest import read_resumable  # drops (and truncates away) a line cut short
 
-        for d in read_resumable(self.path):
-            if isinstance(d, dict) and {"model", "audio", "transcript"} <= set(d):
-                self.items[f"{d['model']}:{d['audio']}"] = d["transcript"]
+        for d in read_resumable(self.path, lambda d: isinstance(d, dict) and {"model", "audio", "transcript"} <= set(d),
+                                "a transcript cache record ({model, audio, transcript}): not an ASR cache"):
+            self.items[f"{d['model']}:{d['audio']}"] = d["transcript"]
 
     @property
     def name(self) -> str:
