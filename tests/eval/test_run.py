@@ -305,3 +305,105 @@ def test_device_option_is_checked(manifest: Path, tmp_path: Path, capsys) -> Non
                      "--out-dir", out]) == 1
         err = capsys.readouterr().err
         assert "CUDA is not available" in err and "Traceback" not in err
+
+
+def _rewrite(manifest: Path, **changes) -> Path:
+    """The manifest's first record with ``changes`` (None: the field deleted), alone."""
+    row = json.loads(manifest.read_text().splitlines()[0])
+    for k, v in changes.items():
+        row.pop(k) if v is None else row.__setitem__(k, v)
+    p = manifest.with_name("one.jsonl")
+    p.write_text(json.dumps(row) + "\n")
+    return p
+
+
+def test_times_and_duration_must_fit_the_audio(manifest: Path) -> None:
+    ents = _record("a", "")["entities"]
+    over = [ents[0], ents[1] | {"end": 5.05}]  # within the tolerance: a rounded time
+    assert load_manifest(_rewrite(manifest, entities=over, duration=5.08))[0].duration == 5.0
+    for changes, message in (({"entities": [ents[0], ents[1] | {"end": 99.0}]}, "PERSON ends at 99 s, past the end"),
+                             ({"duration": 3.0}, "'duration' 3 s, but a.flac is 5.000 s long"),
+                             ({"words": [{"text": "x", "start": 0.0, "end": 7.0}]}, "word 'x' ends at 7 s"),
+                             ({"entities": [ents[0] | {"char_start": 0}, ents[1]]}, "PHONE 'call me at nine one two three'")):
+        p = _rewrite(manifest, tagged="call me at [PHONE] nine one two three [PHONE] ok my name is [PERSON] Tan [PERSON]",
+                     **changes)
+        with pytest.raises(DeidError, match=message) as e:
+            load_manifest(p)
+        assert str(e.value).startswith(f"{p}:1: ") and "\n" not in str(e.value)
+
+
+def test_a_record_without_entities_takes_them_from_tagged(manifest: Path, monkeypatch) -> None:
+    """No 'entities' is not "no PII": they are read from 'tagged' and timed by the aligner,
+    as entities without times are; with no 'tagged' either, the record is refused."""
+    import deid_speech.align.base as base
+
+    class Aligner:
+        def align(self, audio, text):
+            return Transcript.from_words(WORDS)
+
+    monkeypatch.setattr(base, "get_aligner", lambda name: Aligner())
+    tagged = "call me at [PHONE] nine one two three [PHONE] ok my name is [PERSON] Tan [PERSON]"
+    (item,) = load_manifest(_rewrite(manifest, entities=None, tagged=tagged))
+    assert item.entities == [Span(1.0, 2.2, "PHONE"), Span(3.8, 4.2, "PERSON")]
+    with pytest.raises(DeidError, match=r"one\.jsonl:1: no 'entities'"):
+        load_manifest(_rewrite(manifest, entities=None, tagged=None))
+    (item,) = load_manifest(_rewrite(manifest, entities=[], tagged=TEXT))  # a record without PII: fine
+    assert item.entities == []
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"file": "elsewhere/b.flac"}, "a report of elsewhere/b.flac, not of a.flac"),
+    ({"duration": 9.13}, "a report of 9.13 s of audio, but a.flac"),
+    ({"spans": [{"start": 1.0, "end": 2.0, "label": "FOO"}]}, "unknown label 'FOO'"),
+    ({"spans": [{"start": 1.0, "end": 500.0, "label": "PHONE"}]}, "PHONE 1-500 s is not within"),
+    ({"spans": None}, "no 'spans' list"),
+    ("{not json", "not a redact report"),
+])
+def test_saved_outputs_of_another_recording_or_malformed_are_refused(manifest: Path, tmp_path: Path, capsys,
+                                                                     change, message) -> None:
+    preds = tmp_path / "preds"
+    for rid in ("a", "b"):
+        _saved(preds, rid, [Span(1.0, 2.2, "PHONE")], "")
+    bad = preds / "a.redacted.json"
+    if isinstance(change, str):
+        bad.write_text(change)
+    else:
+        d = json.loads(bad.read_text()) | change
+        bad.write_text(json.dumps({k: v for k, v in d.items() if v is not None}))
+    assert main(["eval", "--manifest", str(manifest), "--predictions", str(preds), "--out-dir",
+                 str(tmp_path / "o"), "--progress", "off"]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}: " in err and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_earlier_results_are_kept_unless_overwrite_and_the_command_is_recorded(manifest: Path, tmp_path: Path,
+                                                                              monkeypatch, capsys) -> None:
+    preds, out = tmp_path / "preds", tmp_path / "o"
+    for rid in ("a", "b"):
+        _saved(preds, rid, [], "")
+    argv = ["eval", "--manifest", str(manifest), "--predictions", str(preds), "--out-dir", str(out), "--progress", "off"]
+    monkeypatch.setattr("sys.argv", ["/usr/bin/deid-speech", *argv])
+    assert main(argv) == 0
+    first = (out / "results.json").read_text()
+    assert json.loads(first)["command"] == "deid-speech " + " ".join(argv)  # as it is rerun
+    (out / "results.json").write_text("an earlier evaluation")
+    assert main(argv) == 1
+    assert "results.json already exists; use --overwrite" in capsys.readouterr().err
+    assert (out / "results.json").read_text() == "an earlier evaluation"
+    assert main([*argv, "--overwrite"]) == 0 and (out / "results.json").read_text() != "an earlier evaluation"
+
+
+def test_asr_cache_is_never_the_manifest_or_another_file(manifest: Path, tmp_path: Path, capsys) -> None:
+    """--asr-cache appends transcripts: a file that is not a cache (the manifest, notes, another
+    JSONL) is refused in one line and left as it is, before anything is decoded."""
+    notes = tmp_path / "notes.jsonl"
+    for cache, text, why in ((manifest, manifest.read_text(), "is the manifest"),
+                             (notes, "a note\n{\"id\": 1}\n", "notes.jsonl:1: not JSON"),
+                             (notes, '{"id": 1}\n', "notes.jsonl:1: not a transcript cache record")):
+        cache.write_text(text)
+        assert main(["eval", "--manifest", str(manifest), "--system", "cascade", "--ner-model", "none",
+                     "--asr-cache", str(cache), "--out-dir", str(tmp_path / "o"), "--progress", "off"]) == 1
+        err = capsys.readouterr().err
+        assert why in err and len(err.strip().splitlines()) == 1
+        assert cache.read_text() == text and not (tmp_path / "o").exists()

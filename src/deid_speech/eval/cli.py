@@ -8,6 +8,7 @@ Writes OUT/results.json, results.md, results.csv and results.png (see :mod:`deid
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -67,6 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "the default), or left out of the redaction (warn: the detectors alone)")
     p.add_argument("--limit", type=int, default=None, help="score only the first N records")
     p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--overwrite", action="store_true", help="replace the results of an earlier eval in --out-dir")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     return p
 
@@ -103,6 +105,20 @@ def asr_overrides(pairs: list[str], flag: str = "--asr-option") -> dict:
     return out
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Before any work: the out-dir holds no earlier results (unless ``--overwrite``), and the
+    ASR cache is not the manifest (CachedTranscriber refuses any other file not a cache)."""
+    from deid_speech.eval.report import RESULT_FILES
+
+    if args.out_dir.exists() and not args.out_dir.is_dir():
+        raise DeidError(f"--out-dir {args.out_dir} is a file, not a folder")
+    there = [args.out_dir / f for f in RESULT_FILES if (args.out_dir / f).exists()]
+    if there and not args.overwrite:
+        raise DeidError(f"{there[0]} already exists; use --overwrite to replace the earlier results, or another --out-dir")
+    if args.asr_cache is not None and args.asr_cache.resolve() == args.manifest.resolve():
+        raise DeidError(f"--asr-cache {args.asr_cache} is the manifest; give the cache a file of its own")
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -116,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         raise DeidError(f"unknown system(s) {', '.join(bad) or '(none)'}; choose from {', '.join(table.EVAL)}")
     if args.limit is not None and args.limit < 1:
         raise DeidError("--limit must be at least 1")
+    check_outputs(args)
     from deid_speech.redact import Operator, RedactOptions
 
     pads = (args.padding, args.padding) if args.padding is not None else (args.pad_before, args.pad_after)
@@ -197,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     if e2e is not None:
         results["e2e_model"] = str(e2e.options.model)
         results["e2e_device"] = args.device
-    results["command"] = "deid-speech " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["eval"] else sys.argv[1:])
+    results["command"] = shlex.join(["deid-speech", *sys.argv[1:]])
     paths = write_results(results, args.out_dir)
     for name, s in results["systems"].items():
         o = s["timestamp_overlap"]["overall"]

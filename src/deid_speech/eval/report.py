@@ -98,11 +98,14 @@ def plot(results: dict, path: Path) -> None:
     tmp.replace(path)
 
 
+RESULT_FILES = tuple(f"results.{x}" for x in ("json", "md", "csv", "png"))
+
+
 def write_results(results: dict, out_dir: Path) -> list[Path]:
     """Write the four files into ``out_dir``; return their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"results.{x}" for x in ("json", "md", "csv", "png")]
+    paths = [out_dir / f for f in RESULT_FILES]
     write_text_atomic(paths[0], json.dumps(results, indent=2) + "\n")
     write_text_atomic(paths[1], markdown(results))
     write_text_atomic(paths[2], csv_text(results))

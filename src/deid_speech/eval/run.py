@@ -36,6 +36,7 @@ class Item:
     entities: list[Span]
     entity_chars: list[EntitySpan]
     words: list[Word] = field(default_factory=list)
+    duration: float | None = None  # seconds: the audio file's, or the record's where the file is not here
 
 
 @dataclass
@@ -48,8 +49,46 @@ class Prediction:
     keypad: list[tuple[float, float]] = field(default_factory=list)  # beeped too: keypad tones (redact's, always)
 
 
+TIME_TOLERANCE_S = 0.1  # a time this far past the end of the audio, or a duration this far off, is an error
+
+
+def _audio_duration(path: Path, where: str) -> float | None:
+    """The length of the audio file, from its header where it has one; None where the file is
+    not here (saved outputs can be scored without it)."""
+    from deid_speech.audio import AudioFile, load
+
+    if not path.exists():
+        return None
+    try:
+        f = AudioFile.open(path)
+        return f.duration if f is not None else load(path).duration
+    except DeidError as exc:
+        raise DeidError(f"{where}: {exc}") from None
+
+
+def _checked_duration(r, where: str) -> float | None:
+    """The record's audio length (the file's, else its ``duration``), its ``duration`` checked
+    against the file, and every entity and word time checked to lie within it."""
+    real = _audio_duration(r.audio, where)
+    said = r.raw.get("duration")
+    if said is not None and (isinstance(said, bool) or not isinstance(said, (int, float))):
+        raise DeidError(f"{where}: 'duration' is not a number of seconds")
+    if said is not None and real is not None and abs(said - real) > TIME_TOLERANCE_S:
+        raise DeidError(f"{where}: 'duration' {said:g} s, but {r.audio.name} is {real:.3f} s long")
+    duration = real if real is not None else said
+    if duration is not None:
+        times = [(f"entity {e.label}", e.end) for e in r.entities if e.timed]
+        times += [(f"word {w.get('text', '')!r}", w.get("end")) for w in r.words]
+        for what, t in times:
+            if isinstance(t, (int, float)) and t > duration + TIME_TOLERANCE_S:
+                raise DeidError(f"{where}: {what} ends at {t:g} s, past the end of the audio ({duration:.3f} s)")
+    return duration
+
+
 def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | None = None) -> list[Item]:
-    """Items of a manifest; entities lacking times are timed by aligning the text."""
+    """Items of a manifest; entities lacking times are timed by aligning the text. A record
+    needs its ``entities`` (``[]``: none) or a ``tagged`` text they are read from; times must
+    lie within its audio (see :func:`_checked_duration`)."""
     from deid_speech import manifest
     from deid_speech.audio import load
 
@@ -60,6 +99,8 @@ def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | N
     items = []
     for r in manifest.read(path, need=("text", "audio"), limit=limit, check_audio=False, line_ids=False):
         audio, text, ents = r.audio, r.text, r.entities
+        manifest.check_entities(r)
+        duration = _checked_duration(r, r.where)
         chars = [EntitySpan(e.char_start, e.char_end, e.label) for e in ents]
         try:
             words = [Word(w["text"], float(w["start"]), float(w["end"]), int(w.get("char_start", 0)),
@@ -73,7 +114,10 @@ def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | N
                 from deid_speech.align.base import get_aligner
 
                 aligner = get_aligner(aligner_name)
-            tr = aligner.align(load(audio).mono16k(), text)
+            try:
+                tr = aligner.align(load(audio).mono16k(), text)
+            except DeidError as exc:
+                raise DeidError(f"{r.where}: {exc}") from None
             words = list(tr.words)
             spans = []
             for c in chars:
@@ -81,7 +125,7 @@ def load_manifest(path: Path, aligner_name: str = "pocketsphinx", limit: int | N
                 if t is None:
                     raise DeidError(f"{r.where}: entity {c} is not on any word of the text")
                 spans.append(Span(t[0], t[1], c.label))
-        items.append(Item(r.id or audio.stem, audio, text, spans, chars, words))
+        items.append(Item(r.id or audio.stem, audio, text, spans, chars, words, duration))
     return items
 
 
@@ -250,20 +294,69 @@ def predictions_from_dir(folder: Path, items: list[Item]) -> Iterator[tuple[Item
                         f"{missing[0]}.redacted.json; score a manifest subset or redact them first")
     for item in items:
         path = found[item.audio.stem]
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = _report(path)
+        duration = _saved_duration(d, item, path)
         pii = path.with_name(path.name[: -len(".redacted.json")] + ".pii.json")
-        if pii.is_file():  # the clear report (--unredacted-report): text metrics on the real transcript
-            clear = json.loads(pii.read_text(encoding="utf-8"))
-            tr = Transcript.from_dict({"text": clear["transcript"], "words": clear["words"]})
-            d["spans"] = clear["spans"]
-        else:  # the shared report only: the redacted words stand in for the transcript
-            tr = Transcript.from_words((w["text"], w["start"], w["end"]) for w in d.get("words", []))
-        blanked = [(float(a), float(b)) for a, b in d.get("uncovered_speech", [])] \
-            if d.get("uncovered_action") == "beep" else []
-        keypad = [(float(a), float(b)) for a, b in d.get("keypad_tones", [])]
-        pred = Prediction([Span.from_dict(s) for s in d["spans"]], tr, d.get("redacted_transcript", ""),
-                          _saved_options(d, path), blanked, keypad)
-        yield item, float(d.get("duration", 0.0)), {str(d.get("system", "saved")): pred}
+        try:
+            if pii.is_file():  # the clear report (--unredacted-report): text metrics on the real transcript
+                clear = _report(pii)
+                tr = Transcript.from_dict({"text": clear["transcript"], "words": clear["words"]})
+                spans = _saved_spans(clear, duration, pii)
+            else:  # the shared report only: the redacted words stand in for the transcript
+                tr = Transcript.from_words((w["text"], w["start"], w["end"]) for w in d.get("words", []))
+                spans = _saved_spans(d, duration, path)
+            blanked = [(float(a), float(b)) for a, b in d.get("uncovered_speech", [])] \
+                if d.get("uncovered_action") == "beep" else []
+            keypad = [(float(a), float(b)) for a, b in d.get("keypad_tones", [])]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DeidError(f"{pii if pii.is_file() else path}: not a redact report ({type(exc).__name__}: {exc})") from None
+        pred = Prediction(spans, tr, d.get("redacted_transcript", ""), _saved_options(d, path), blanked, keypad)
+        yield item, duration, {str(d.get("system", "saved")): pred}
+
+
+def _report(path: Path) -> dict:
+    """A saved report's JSON object (a one-line error naming the file otherwise)."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DeidError(f"{path}: not a redact report ({exc})") from None
+    if not isinstance(d, dict):
+        raise DeidError(f"{path}: not a redact report (not a JSON object)")
+    return d
+
+
+def _saved_duration(d: dict, item: Item, path: Path) -> float:
+    """The report's audio length, which must be the manifest record's: a report of another
+    recording (its ``file`` another name, its ``duration`` another length) is an error."""
+    file, said = d.get("file"), d.get("duration")
+    if file is not None and Path(str(file)).stem != item.audio.stem:
+        raise DeidError(f"{path}: a report of {file}, not of {item.audio.name} (manifest record {item.id})")
+    if said is not None and (isinstance(said, bool) or not isinstance(said, (int, float))):
+        raise DeidError(f"{path}: 'duration' is not a number of seconds")
+    if said is not None and item.duration is not None and abs(said - item.duration) > TIME_TOLERANCE_S:
+        raise DeidError(f"{path}: a report of {said:g} s of audio, but {item.audio.name} (manifest record "
+                        f"{item.id}) is {item.duration:.3f} s: a report of another recording?")
+    duration = said if said is not None else item.duration
+    if duration is None:
+        raise DeidError(f"{path}: no 'duration', and the manifest's audio {item.audio} is not here to measure")
+    return float(duration)
+
+
+def _saved_spans(d: dict, duration: float, path: Path) -> list[Span]:
+    """A report's spans: labelled, in order, within the audio."""
+    from deid_speech.types import LABELS
+
+    if not isinstance(d.get("spans"), list):
+        raise DeidError(f"{path}: not a redact report (no 'spans' list)")
+    spans = [Span.from_dict(s) for s in d["spans"]]
+    for s in spans:
+        if s.label not in LABELS:
+            raise DeidError(f"{path}: span {s.start:g}-{s.end:g} s has an unknown label {s.label!r} "
+                            f"(known: {', '.join(LABELS)})")
+        if not 0 <= s.start <= s.end or s.end > duration + TIME_TOLERANCE_S:
+            raise DeidError(f"{path}: span {s.label} {s.start:g}-{s.end:g} s is not within the "
+                            f"{duration:.3f} s of audio")
+    return spans
 
 
 def _saved_options(d: dict, path: Path) -> RedactOptions:
