@@ -20,7 +20,9 @@ from deid_speech.tts.voices import (
     HeldOutVoiceError,
     UnknownVoice,
     parse_voice,
+    speaker,
     split_voice_list,
+    split_voices,
     voices_for_split,
 )
 from deid_speech.types import parse_tagged
@@ -157,6 +159,16 @@ def test_held_out_voice_never_voices_train(in_file: Path, tmp_path: Path) -> Non
     train = voices_for_split(None, "train")
     assert train and not set(train) & set(DEFAULT_HELD_OUT)
     assert voices_for_split(None, "dev") == list(DEFAULT_HELD_OUT)
+
+
+@pytest.mark.parametrize("voice", ["festival:ked@1.1", "espeak:en-gb-x-rp+f2@s150,p65",
+                                   "flite:awb@0.9", "espeak:en-029+m1@s160", "flite:awb@f130"])
+def test_a_rate_or_pitch_variant_of_a_reserved_speaker_never_voices_train(voice: str) -> None:
+    with pytest.raises(HeldOutVoiceError, match="benchmark|held out"):
+        voices_for_split([voice], "train")
+    train, held = split_voices(["flite:awb@0.9", "flite:awb", "flite:rms"], ["flite:awb"])
+    assert (train, held) == (["flite:rms"], ["flite:awb@0.9", "flite:awb"])
+    assert speaker("piper:joe@1.1,p0.9") == "piper:joe@p0.9" != speaker("piper:joe@0.9")  # the defaults hold
 
 
 def test_voice_names() -> None:
