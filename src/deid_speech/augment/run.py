@@ -87,7 +87,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
     for r in read_resumable(out):  # a resume goes on with what the file was started with
         if diff := [k for k, v in made.items() if k in r and r[k] != v]:
             raise DeidError(f"{out} was started with other options ("
-                            + ", ".join(f"{k} {r[k]!r}, not {made[k]!r}" for k in diff) + "); use another --out")
+                            + "; ".join(f"{k} {r[k]!r}, not {made[k]!r}" for k in diff) + "); use another --out")
     writer = JsonlWriter(out)  # a line cut by an interrupted run is dropped; each record is synced
     existing = list(writer.rows)
     seen = {frame_key(r["tagged"]) for r in seeds} | {frame_key(r["tagged"]) for r in existing}
