@@ -246,3 +246,38 @@ def test_the_template_backend_s_lines_are_no_echo(seed_file, tmp_path):
     s = augment(seed_file, tmp_path / "t.jsonl", AugmentOptions(n=20, seed=2), TemplateBackend(
         [json.loads(x)["tagged"] for x in seed_file.read_text().splitlines()]))
     assert "echo" not in s["rejected"] and s["accepted"] == 20
+
+
+@pytest.mark.parametrize("tagged, message", [
+    ("call me at [PHONE] nine eight [NRIC] lah", r"seed.jsonl:2: bad tagged text \(\[NRIC\] inside open"),
+    ("call me at [FOO] nine eight [FOO] lah", r"seed.jsonl:2: bad tagged text \(unknown tag"),
+    ("call me at [PHONE] nine eight lah", r"seed.jsonl:2: bad tagged text \(unclosed"),
+    (None, r"seed.jsonl:2: record has no 'tagged' text")])
+def test_a_bad_seed_line_is_a_one_line_error_and_no_output_is_made(tmp_path, tagged, message):
+    seeds = tmp_path / "seed.jsonl"
+    bad = {"id": "x"} if tagged is None else {"id": "x", "tagged": tagged}
+    seeds.write_text(json.dumps({"id": "ok", "tagged": SEEDS[2]}) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DeidError, match=message) as info:
+        augment(seeds, tmp_path / "out.jsonl", AugmentOptions(n=2), Scripted())
+    assert "\n" not in str(info.value) and not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_seed_line_with_only_tagged_text_is_enough(tmp_path):
+    seeds = tmp_path / "seed.jsonl"
+    seeds.write_text("".join(json.dumps({"tagged": t}) + "\n" for t in SEEDS))
+    assert augment(seeds, tmp_path / "out.jsonl", AugmentOptions(n=2, per_request=5), Scripted())["complete"]
+
+
+def test_a_resume_with_other_generating_options_is_refused(seed_file, tmp_path):
+    out = tmp_path / "aug.jsonl"
+    augment(seed_file, out, AugmentOptions(n=3, seed=1, per_request=5), Scripted())
+    before = out.read_bytes()
+    for opts, what in [(AugmentOptions(strategy="diverse", n=6, seed=1, per_request=5), "strategy 'similar'"),
+                       (AugmentOptions(temperature=0.5, n=6, seed=1, per_request=5), "temperature 0.3"),
+                       (AugmentOptions(n=6, seed=2, per_request=5), "seed 1")]:
+        with pytest.raises(DeidError, match=f"was started with other options \\({what}"):
+            augment(seed_file, out, opts, Scripted())
+    with pytest.raises(DeidError, match="backend 'scripted', not 'template'"):
+        augment(seed_file, out, AugmentOptions(n=6, seed=1, per_request=5), TemplateBackend(SEEDS))
+    assert out.read_bytes() == before
+    assert augment(seed_file, out, AugmentOptions(n=6, seed=1, per_request=5), Scripted())["new"] == 3

@@ -20,7 +20,9 @@ from deid_speech.tts.voices import (
     HeldOutVoiceError,
     UnknownVoice,
     parse_voice,
+    speaker,
     split_voice_list,
+    split_voices,
     voices_for_split,
 )
 from deid_speech.types import parse_tagged
@@ -159,6 +161,16 @@ def test_held_out_voice_never_voices_train(in_file: Path, tmp_path: Path) -> Non
     assert voices_for_split(None, "dev") == list(DEFAULT_HELD_OUT)
 
 
+@pytest.mark.parametrize("voice", ["festival:ked@1.1", "espeak:en-gb-x-rp+f2@s150,p65",
+                                   "flite:awb@0.9", "espeak:en-029+m1@s160", "flite:awb@f130"])
+def test_a_rate_or_pitch_variant_of_a_reserved_speaker_never_voices_train(voice: str) -> None:
+    with pytest.raises(HeldOutVoiceError, match="benchmark|held out"):
+        voices_for_split([voice], "train")
+    train, held = split_voices(["flite:awb@0.9", "flite:awb", "flite:rms"], ["flite:awb"])
+    assert (train, held) == (["flite:rms"], ["flite:awb@0.9", "flite:awb"])
+    assert speaker("piper:joe@1.1,p0.9") == "piper:joe@p0.9" != speaker("piper:joe@0.9")  # the defaults hold
+
+
 def test_voice_names() -> None:
     assert parse_voice("piper:joe@1").name == "piper:joe"
     assert parse_voice("espeak:en-us+m3@150,p40").name == "espeak:en-us+m3@s150,p40"
@@ -209,3 +221,37 @@ def test_bad_records(tmp_path: Path) -> None:
     p.write_text("".join(json.dumps(r) + "\n" for r in rows[1:] * 2))
     with pytest.raises(DeidError, match="'ok' is repeated"):
         _run(p, tmp_path / "out2", voices=["flite:rms"])
+
+
+def test_an_empty_input_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(DeidError, match="empty.jsonl: no records"):
+        _cli("--in", str(tmp_path / "empty.jsonl"), "--out-dir", str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+@needs_tts
+def test_a_rerun_revoices_missing_audio_and_refuses_changed_text(tmp_path: Path) -> None:
+    p, out = tmp_path / "in.jsonl", tmp_path / "out"
+    p.write_text("".join(json.dumps({"id": f"r{i}", "tagged": t}) + "\n" for i, t in enumerate(TAGGED[:2])))
+    _run(p, out, voices=["flite:rms"], augment="none")
+    before = (out / "manifest.jsonl").read_bytes()
+    (out / "audio" / "r0.flac").unlink()
+    again = _run(p, out, voices=["flite:rms"], augment="none")
+    assert (again["new"], again["skipped"], again["n"]) == (1, 1, 2) and (out / "audio" / "r0.flac").is_file()
+    assert sorted((out / "manifest.jsonl").read_bytes().splitlines()) == sorted(before.splitlines())
+    p.write_text(json.dumps({"id": "r0", "tagged": TAGGED[2]}) + "\n")
+    with pytest.raises(DeidError, match="tagged text of r0 differs from what was voiced"):
+        _run(p, out, voices=["flite:rms"], augment="none")
+
+
+@needs_tts
+def test_bad_tags_ask_for_the_input_to_be_fixed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    p = tmp_path / "in.jsonl"
+    p.write_text(json.dumps({"id": "bad", "tagged": "call me at [PHONE] nine [NRIC] one"}) + "\n")
+    assert _cli("--in", str(p), "--out-dir", str(tmp_path / "out"), "--voices", "flite:rms",
+                "--progress", "off") == 1
+    cap = capsys.readouterr()
+    summary = json.loads(cap.out)
+    assert "fix it in the input" in summary["failed"]["bad"] and summary["skipped"] == 0
+    assert "1 have bad tagged text: fix the input" in cap.err and "rerun" not in cap.err

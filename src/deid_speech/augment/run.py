@@ -23,7 +23,7 @@ from deid_speech.augment.replace import fill_tags
 from deid_speech.augment.seed import load_split
 from deid_speech.augment.validate import REASONS, check_line, frame_key, prompt_key
 from deid_speech.errors import DeidError
-from deid_speech.manifest import JsonlWriter
+from deid_speech.manifest import JsonlWriter, read_resumable
 from deid_speech.types import parse_tagged, render_tagged
 
 
@@ -81,7 +81,13 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
         raise DeidError(f"{seed_path}: no seed sentences")
     by_tags: dict[tuple, list[str]] = {}  # tag multiset -> seed sentences carrying it
     for r in seeds:
-        by_tags.setdefault(tuple(sorted(e["label"] for e in r["entities"])), []).append(r["tagged"])
+        by_tags.setdefault(tuple(sorted(e.label for e in parse_tagged(r["tagged"])[1])), []).append(r["tagged"])
+    made = {"strategy": opts.strategy, "temperature": opts.temp, "seed": opts.seed,
+            "backend": backend.name, "model": getattr(backend, "model", "")}
+    for r in read_resumable(out):  # a resume goes on with what the file was started with
+        if diff := [k for k, v in made.items() if k in r and r[k] != v]:
+            raise DeidError(f"{out} was started with other options ("
+                            + "; ".join(f"{k} {r[k]!r}, not {made[k]!r}" for k in diff) + "); use another --out")
     writer = JsonlWriter(out)  # a line cut by an interrupted run is dropped; each record is synced
     existing = list(writer.rows)
     seen = {frame_key(r["tagged"]) for r in seeds} | {frame_key(r["tagged"]) for r in existing}
@@ -130,8 +136,7 @@ def augment(seed_path: Path, out: Path, opts: AugmentOptions, backend, progress=
                 text2, ents2 = parse_tagged(tagged)
                 rec = {"id": f"{opts.strategy}-t{opts.temp:g}-s{opts.seed}-r{request:05d}-{k:02d}",
                        "text": text2, "tagged": tagged, "entities": [e.to_dict() for e in ents2],
-                       "strategy": opts.strategy, "temperature": opts.temp, "backend": backend.name,
-                       "model": getattr(backend, "model", ""), "request": request}
+                       **made, "request": request}
                 writer.write(rec)
                 accepted += 1
                 new += 1

@@ -57,10 +57,19 @@ def write_splits(raw_dir: Path, out_dir: Path) -> dict[str, int]:
 
 
 def load_split(path: Path) -> list[dict]:
-    """The records of a JSONL split (a one-line DeidError for a malformed line)."""
+    """The records of a JSONL split, each with a well-formed ``tagged`` sentence (a one-line
+    DeidError naming the line otherwise)."""
     from deid_speech import manifest
+    from deid_speech.errors import DeidError
 
-    return [r.to_dict() for r in manifest.read(path, need=(), line_ids=False)]
+    out = []
+    for r in manifest.read(path, need=("tagged",), line_ids=False):
+        try:
+            parse_tagged(r.tagged)
+        except ValueError as exc:
+            raise DeidError(f"{r.where}: bad tagged text ({exc})") from None
+        out.append(r.to_dict())
+    return out
 
 
 if __name__ == "__main__":

@@ -58,7 +58,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser(
         "tts", help="voice tagged sentences into FLAC + a manifest with entity time spans",
         description="Writes OUT_DIR/audio/<id>.flac (16 kHz mono) and OUT_DIR/manifest.jsonl; "
-                    "resumable (ids already in the manifest are skipped). Voices: "
+                    "resumable (ids already in the manifest are skipped, those whose FLAC is gone voiced again; "
+                    "a changed text for a voiced id is refused). Voices: "
                     "piper:joe[@LENGTH_SCALE,pPITCH], espeak:LANG+VARIANT[@sSPEED,pPITCH], "
                     "flite:NAME[@STRETCH].")
     p.add_argument("--in", dest="in_file", type=Path, required=True,
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the ``tts`` subcommand; print the summary as JSON. DeidError for user errors."""
     from deid_speech.options import build
     from deid_speech.tts.base import BackendUnavailable
-    from deid_speech.tts.dataset import voice_manifest
+    from deid_speech.tts.dataset import BAD_TAGS, voice_manifest
     from deid_speech.tts.voices import split_voice_list
 
     o = build(args, VoiceOptions)
@@ -97,8 +98,11 @@ def run(args: argparse.Namespace) -> int:
     except BackendUnavailable as exc:
         raise DeidError(str(exc)) from None
     print(json.dumps(summary, indent=2))
-    if summary["failed"]:
-        print(f"deid-speech: warning: {len(summary['failed'])} record(s) could not be voiced "
-              "(see 'failed'); a rerun retries them", file=sys.stderr)
+    if failed := summary["failed"]:
+        bad = sum(why.startswith(BAD_TAGS) for why in failed.values())
+        print(f"deid-speech: warning: {len(failed)} record(s) could not be voiced (see 'failed'); "
+              + "; ".join([f"{bad} have bad tagged text: fix the input"] * bool(bad)
+                          + [f"a rerun retries the other {len(failed) - bad}"] * (len(failed) > bad)),
+              file=sys.stderr)
         return 1
     return 0

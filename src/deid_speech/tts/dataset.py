@@ -6,8 +6,9 @@ for each picks a voice and an :class:`~deid_speech.tts.channel.AugmentSpec` from
 levels and augments it, writes ``out_dir/audio/<id>.flac`` (16 kHz mono PCM16) and
 appends one line to ``out_dir/manifest.jsonl``. Lines follow input order, so the
 manifest is byte-identical for any worker count. A rerun skips ids already in the
-manifest (a line cut by an interruption is dropped first); ``tts_config.json`` guards
-against resuming with different settings.
+manifest (a line cut by an interruption is dropped first) and voices again those whose
+FLAC is gone; it refuses an input whose tagged text for a voiced id changed, and
+``tts_config.json`` guards against resuming with different settings.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from deid_speech.types import Word, parse_tagged
 
 MANIFEST = "manifest.jsonl"
 CONFIG = "tts_config.json"
+BAD_TAGS = "bad tagged text"  # how a record that no rerun can voice starts its 'failed' reason
 _SYNTHS: dict[str, Synthesizer] = {}  # per process: voice name -> built synthesizer
 _ALIGNER: list = []  # per process: the pocketsphinx aligner, built on first use
 
@@ -190,7 +192,8 @@ def _results(jobs: list[Job], workers: int) -> Iterator[tuple[dict | None, str |
 def read_records(path: Path, limit: int | None = None) -> list[dict]:
     """Input records with ``tagged`` and a file-safe, unique ``id`` (made from the text if absent)."""
     out, seen = [], set()
-    for r in manifest.read(path, need=("tagged",), limit=limit, check_audio=False, line_ids=False):
+    for r in manifest.read(path, need=("tagged",), limit=limit, check_audio=False, line_ids=False,
+                           nonempty=True):
         rid = r.id or "rec-" + hashlib.sha1(r.tagged.encode("utf-8")).hexdigest()[:12]
         if not manifest.SAFE_ID.match(rid) or rid in seen:
             raise DeidError(f"{r.where}: id {rid!r} is " + ("repeated" if rid in seen else
@@ -211,6 +214,17 @@ def _check_config(out_dir: Path, config: dict) -> None:
         write_text_atomic(path, json.dumps(config, indent=2) + "\n")
 
 
+def _resumable(out: Path, records: list[dict]) -> None:
+    """Refuse records whose tagged text differs from what ``out`` voiced for their id; drop
+    from the manifest the records whose FLAC is gone, so that they are voiced again."""
+    old = {str(r.get("id")): r for r in manifest.read_resumable(out / MANIFEST)}
+    if changed := [r["id"] for r in records if r["id"] in old and old[r["id"]].get("tagged") != r["tagged"]]:
+        raise DeidError(f"{out}: the tagged text of {', '.join(changed[:3])}{' ...' * (len(changed) > 3)} "
+                        "differs from what was voiced for that id; use a new --out-dir")
+    if gone := [i for i, r in old.items() if not (out / str(r.get("audio", ""))).is_file()]:
+        manifest.write(out / MANIFEST, [r for i, r in old.items() if i not in gone])
+
+
 def voice_manifest(in_jsonl: str | Path, out_dir: str | Path, voices: Sequence[str] | None = None,
                    augment: str = "light", seed: int = 0, workers: int = 1,
                    held_out: Sequence[str] = DEFAULT_HELD_OUT, split: str = "train",
@@ -222,7 +236,8 @@ def voice_manifest(in_jsonl: str | Path, out_dir: str | Path, voices: Sequence[s
     held-out voice is asked to voice train). Every voice is built before any work, so
     an unknown voice or missing backend fails at once. ``progress=None`` shows a tqdm
     bar only when stderr is a TTY. Records that fail to voice are reported in
-    ``failed`` and retried by the next run.
+    ``failed`` and retried by the next run; those with bad tags (``BAD_TAGS``) need the
+    input fixed first. An empty input is an error.
     """
     if augment not in POLICIES:
         raise DeidError(f"augment must be one of {', '.join(POLICIES)}, got {augment!r}")
@@ -234,15 +249,21 @@ def voice_manifest(in_jsonl: str | Path, out_dir: str | Path, voices: Sequence[s
     out.mkdir(parents=True, exist_ok=True)
     _check_config(out, {"seed": seed, "augment": augment, "split": split, "voices": list(pool),
                         "held_out": canonical(held_out)})
+    _resumable(out, records)
     writer = manifest.JsonlWriter(out / MANIFEST)
     existing, done = list(writer.rows), writer.done
+    failed: dict[str, str] = {}
+    for r in records:
+        try:
+            parse_tagged(r["tagged"])
+        except ValueError as exc:
+            failed[r["id"]] = f"{BAD_TAGS} ({exc}): fix it in the input"
     jobs: list[Job] = [(r["id"], r["tagged"], pool, augment, seed, str(out))
-                       for r in records if r["id"] not in done]
+                       for r in records if r["id"] not in done and r["id"] not in failed]
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if progress is None else progress
     new: list[dict] = []
-    failed: dict[str, str] = {}
     t0 = time.perf_counter()
     with writer, tqdm(total=len(jobs), unit="utt", disable=not show, file=sys.stderr) as bar:
         for job, (rec, err) in zip(jobs, _results(jobs, workers)):
@@ -256,7 +277,7 @@ def voice_manifest(in_jsonl: str | Path, out_dir: str | Path, voices: Sequence[s
     rows = existing + new
     new_s = sum(r["duration"] for r in new)
     return {"manifest": str(out / MANIFEST), "n": len(rows), "new": len(new),
-            "skipped": len(records) - len(jobs), "failed": failed,
+            "skipped": len(records) - len(jobs) - len(failed), "failed": failed,
             "audio_s": round(sum(r["duration"] for r in rows), 2), "new_audio_s": round(new_s, 2),
             "wall_s": round(wall, 2), "audio_s_per_wall_s": round(new_s / wall, 2) if new else None,
             "per_voice": dict(sorted(Counter(r["voice"] for r in rows).items()))}

@@ -16,7 +16,9 @@ Names (options are comma-separated; a bare number sets the backend's rate knob):
 
 Options equal to the backend default are dropped from the canonical name, so
 ``piper:joe@1`` and ``piper:joe`` are the same voice. Dev and test splits are voiced
-only with held-out voices and train never with one (:func:`voices_for_split`).
+only with held-out voices and train never with one (:func:`voices_for_split`); both that
+and the benchmark's reservation compare speakers (:func:`speaker`), not names, so a rate
+or pitch variant of a held-out or benchmark voice is held out or reserved too.
 """
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ _OPTIONS: dict[str, tuple[tuple[str, str, type, float | int | None], ...]] = {
     "festival": (("", "stretch", float, 1.0),),
     "whisperspeech": (("", "cps", float, 15.0),),
 }
+# options that make another speaker (all others change only rate or pitch): Piper has one voice
+# installed, and the catalogue holds out a pitch-shifted Joe (DEFAULT_HELD_OUT) as its own speaker
+_SPEAKER_OPTIONS: dict[str, tuple[str, ...]] = {"piper": ("pitch",)}
 PIPER_VOICES: tuple[str, ...] = ("joe",)
 HELD_OUT_SPLITS: tuple[str, ...] = ("dev", "test")
 _NAME_RE = re.compile(r"^(?P<backend>[a-z]+):(?P<voice>[^@\s]+)(?:@(?P<opts>[^@]+))?$")
@@ -159,11 +164,20 @@ def default_voices() -> list[str]:
     return list(DEFAULT_VOICES)
 
 
+def speaker(name: str) -> str:
+    """The speaker a voice is: ``backend:voice`` without its rate and pitch options
+    (``flite:awb@0.9`` -> ``flite:awb``), but with a Piper pitch (see ``_SPEAKER_OPTIONS``)."""
+    spec = parse_voice(name)
+    keep = _SPEAKER_OPTIONS.get(spec.backend, ())
+    return VoiceSpec(spec.backend, spec.voice, tuple(o for o in spec.options if o[0] in keep)).name
+
+
 def split_voices(voices: Sequence[str], held_out: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Partition ``voices`` into (train voices, held-out voices), canonical names."""
-    held = set(canonical(held_out))
+    """Partition ``voices`` into (train voices, held-out voices), canonical names; a voice is
+    held out when its speaker is a held-out voice's (any rate or pitch of it)."""
+    held = {speaker(v) for v in held_out}
     names = canonical(voices)
-    return [v for v in names if v not in held], [v for v in names if v in held]
+    return [v for v in names if speaker(v) not in held], [v for v in names if speaker(v) in held]
 
 
 def voices_for_split(voices: Sequence[str] | None, split: str,
@@ -173,7 +187,7 @@ def voices_for_split(voices: Sequence[str] | None, split: str,
     ``voices=None`` takes the allowed part of :func:`default_voices`. An explicit list
     containing a voice on the wrong side raises :class:`HeldOutVoiceError`.
     """
-    bench = {v for part in BENCHMARK_VOICES.values() for v in canonical(part)}
+    bench = {speaker(v) for part in BENCHMARK_VOICES.values() for v in part}
     if split.startswith("benchmark-"):
         part = split.removeprefix("benchmark-")
         allowed = canonical(BENCHMARK_VOICES.get(part, ()))
@@ -183,9 +197,9 @@ def voices_for_split(voices: Sequence[str] | None, split: str,
             raise HeldOutVoiceError(f"the {split} split is voiced only by {', '.join(allowed) or 'no voice'}"
                                     + (f", not {', '.join(wrong)}" if wrong else ""))
         return chosen
-    if voices is not None and (taken := [v for v in canonical(voices) if v in bench]):
-        raise HeldOutVoiceError(f"voice(s) {', '.join(taken)} belong to the unseen-voice benchmark: "
-                                f"no {split} data may use them")
+    if voices is not None and (taken := [v for v in canonical(voices) if speaker(v) in bench]):
+        raise HeldOutVoiceError(f"voice(s) {', '.join(taken)} are speakers of the unseen-voice benchmark: "
+                                f"no {split} data may use them, at any rate or pitch")
     held_split = split in HELD_OUT_SPLITS
     if voices is None:
         train, held = split_voices(default_voices(), held_out)
@@ -197,7 +211,7 @@ def voices_for_split(voices: Sequence[str] | None, split: str,
             raise HeldOutVoiceError(
                 f"voice(s) {', '.join(wrong)} cannot voice the {split} split: "
                 + ("dev/test use only held-out voices (--held-out)" if held_split
-                   else "they are held out for dev/test"))
+                   else "their speakers are held out for dev/test (at any rate or pitch)"))
         chosen = held if held_split else train
     if not chosen:
         raise HeldOutVoiceError(f"no voice left for the {split} split (held out: {', '.join(held_out)})")
