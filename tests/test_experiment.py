@@ -140,7 +140,7 @@ def test_matrix_runs_every_arm_and_seed_and_resumes(tmp_path: Path, monkeypatch,
     row = next(e for e in results["table"] if e["system"] == "e2e" and e["arm"] == "baseline+diverse0.6"
                and e["test"] == "test")
     assert row["f1"] == pytest.approx(0.75) and row["f1_sd"] == pytest.approx(0.0707, abs=1e-4)
-    assert row["per_label_f1"]["PHONE"] == pytest.approx(0.75) and row["per_label_f1"]["NRIC"] == 0
+    assert row["per_label_f1"]["PHONE"] == pytest.approx(0.75) and row["per_label_f1"]["NRIC"] is None
     assert row["leak"] == pytest.approx(0.15) and row["over_redaction"] == pytest.approx(0.3)
     assert {e["test"] for e in results["table"]} == {"test", "test_telephone", "unseen"}
     md = (out / "results.md").read_text()
@@ -219,6 +219,85 @@ def test_cells_and_systems_can_be_run_alone(tmp_path: Path, monkeypatch, capsys)
                          (["--jobs", "0"], "at least 1")):
         assert main(["experiment", "--config", str(cfg), "--progress", "off", *bad]) == 1
         assert message in capsys.readouterr().err
+
+
+def test_a_rerun_with_another_config_is_refused_and_the_record_kept(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Every step is skipped on a rerun, so a changed config would report the old models under
+    the new config: a change that a done step depends on is refused, before anything is written."""
+    cfg = _cells_config(tmp_path)
+    out = tmp_path / "exp"
+    calls: list[list[str]] = []
+    monkeypatch.setattr(experiment, "_cli", _fake_cli(calls))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--cell", "baseline:0"]) == 0
+    text = cfg.read_text()
+    assert (out / "experiment_config.toml").read_text() == text
+    capsys.readouterr()
+    for old, new, what in (('e2e = ["--max-steps", "5"]', 'e2e = ["--max-steps", "6"]', "[train]"),
+                           ("test = 2 }", "test = 5 }", "[data]"),
+                           ("n = 2", "n = 3", "[[arm]] similar0.3"),
+                           ("[tts]\n", "[tts]\nworkers = 2\n", "[data]"),
+                           ("systems", 'asr_model = "base.en"\nsystems', "asr_model")):
+        cfg.write_text(text.replace(old, new))
+        for extra in ([], ["--report"], ["--system", "bogus"]):
+            calls.clear()
+            assert main(["experiment", "--config", str(cfg), "--progress", "off", *extra]) == 1
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and calls == []
+            assert f"another config ({what} differs); use a new out_dir" in err or "--system bogus" in err
+            assert (out / "experiment_config.toml").read_text() == text  # not overwritten
+    # what no done step depends on may change: another seed (its cells run), the systems, the device
+    cfg.write_text(text.replace("seeds = [0, 1]", "seeds = [0, 1, 2]").replace('systems = ["cascade", "e2e"]',
+                                                                              'systems = ["e2e"]\ndevice = "cuda"'))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--cell", "baseline:2"]) == 0
+    assert [Path(c[c.index("--out") + 1]).parts[-3:] for c in calls if c[0] == "train"] == [("baseline", "seed2", "e2e")]
+    # a folder from before the record: its experiment_config.toml must be the config's text
+    (out / "experiment.json").unlink()
+    cfg.write_text(text.replace('"5"', '"6"'))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--report"]) == 1
+    assert "its experiment_config.toml differs" in capsys.readouterr().err
+    cfg.write_text((out / "experiment_config.toml").read_text())
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--report"]) == 0
+    assert (out / "experiment.json").is_file()
+
+
+def test_nothing_is_written_before_the_whole_config_is_accepted(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--report of an experiment with no step done, and an arm whose sentences are the test
+    split's: a one-line error, and no folder made."""
+    from deid_speech.augment.seed import load_split
+    from deid_speech.types import parse_tagged
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(CONFIG.replace('[tests]\nunseen = "unseen.jsonl"\n', ""))
+    monkeypatch.setattr(experiment, "_cli", lambda argv: pytest.fail("ran"))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off", "--report"]) == 1
+    err = capsys.readouterr().err
+    assert "no step of this experiment is done yet, nothing to report" in err and len(err.strip().splitlines()) == 1
+    rows = []
+    for k, r in enumerate(load_split(shipped.path("seed") / "dev.jsonl")[3:5]):
+        tagged = "ok lah " + r["tagged"] + " can"
+        text, ents = parse_tagged(tagged)
+        rows.append({"id": f"d{k}", "text": text, "tagged": tagged, "entities": [e.to_dict() for e in ents]})
+    (tmp_path / "llm").mkdir()
+    (tmp_path / "llm" / "diverse0.6.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["experiment", "--config", str(cfg), "--progress", "off"]) == 1
+    err = capsys.readouterr().err
+    assert "arm diverse0.6: sentence d0 repeats dev sentence" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "exp").exists()
+
+
+def test_the_per_label_table_shows_no_f1_for_a_label_the_test_set_lacks() -> None:
+    rows = [{"arm": "baseline", "seed": s, "system": "cascade", "test": "test", "leak": 0.1, "over_redaction": 0.1,
+             "overall": {"precision": 0.5, "recall": 0.5, "f1": 0.5},
+             "per_label": {"PHONE": {"f1": 0.5, "n_true": 2}, "NRIC": {"f1": 0.0, "n_true": 0, "n_pred": 1}}}
+            for s in (0, 1)]
+    table = summarise(rows)
+    assert table[0]["per_label_f1"]["PHONE"] == 0.5
+    assert table[0]["per_label_f1"]["NRIC"] is None and table[0]["per_label_f1"]["PERSON"] is None
+    md = experiment.markdown({"seeds": [0, 1], "systems": ["cascade"], "tests": ["test"], "table": table,
+                              "wall_s": 0})
+    line = next(x for x in md.splitlines() if x.startswith("| cascade | test | baseline |"))
+    cells = dict(zip(experiment.PAPER_LABELS, line.strip("| ").split(" | ")[3:]))
+    assert cells["PHONE"] == "50" and cells["NRIC"] == cells["PERSON"] == "—"
 
 
 def test_parallel_cells_each_run_in_a_process_and_the_report_gathers_them(tmp_path: Path, monkeypatch) -> None:
@@ -328,6 +407,17 @@ def test_failed_step_stops_and_is_not_recorded(tmp_path: Path, monkeypatch) -> N
     ('out_dir = "x"\nbogus = 1', "unknown config key"),
     ('out_dir = "x"\ndevice = "tpu"', "device: cpu or cuda"),
     ('out_dir = "x"\n[tests]\ntest = "a.jsonl"', "names other than"),
+    # a value of the wrong type is named before any step runs, not a traceback
+    ('out_dir = "x"\nseeds = ["a"]', "seeds: a list of integers expected"),
+    ('out_dir = "x"\nseeds = 5', "seeds: a list expected"),
+    ('out_dir = "x"\n[data]\nseed = "abc"', "seed: an integer expected"),
+    ('out_dir = "x"\n[[arm]]\nn = "x"', "[[arm]] n: an integer expected"),
+    ('out_dir = "x"\n[[arm]]\nbogus = 1', "unknown key.s. in [[arm]]: bogus"),
+    ('out_dir = "x"\ntrain = 5', "train: a table expected"),
+    ('out_dir = "x"\nasr_model = 1', "asr_model: a string expected"),
+    # a string where a list is expected is an error, not a list of its letters
+    ('out_dir = "x"\nsystems = "cascade"', "systems: a list expected"),
+    ('out_dir = "x"\n[tts]\nvoices = "flite:slt"', "voices: a list of voices"),
 ])
 def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
     p = tmp_path / "e.toml"

@@ -80,6 +80,20 @@ def test_builds_all_splits_and_resumes(tmp_path: Path, capsys: pytest.CaptureFix
     ('out_dir = "x"\nlimit = { train = 0 }', "positive integers"),
     ('out_dir = "x"\n[[augment]]\nstrategy = "similar"\n[[augment]]\nstrategy = "similar"', "same strategy"),
     ('out_dir = = 1', "not valid TOML"),
+    # a value of the wrong type is named, not a traceback
+    ('out_dir = 5', "out_dir: a string expected"),
+    ('out_dir = "x"\nseed = "abc"', "seed: an integer expected"),
+    ('out_dir = "x"\nseed = true', "seed: an integer expected"),
+    ('out_dir = "x"\nlimit = 3', "limit: a table expected"),
+    ('out_dir = "x"\n[[augment]]\nn = "x"', r"\[\[augment\]\] n: an integer expected"),
+    ('out_dir = "x"\n[[augment]]\nn = 0', r"n must be at least 1"),
+    ('out_dir = "x"\n[[augment]]\ntemperature = "hot"', "temperature: a number expected"),
+    ('out_dir = "x"\n[[augment]]\nbackend = "gpt"', "backend: one of"),
+    ('out_dir = "x"\naugment = { n = 3 }', "augment: a list expected"),
+    # a string where a list of voices is expected is an error, not a list of its letters
+    ('out_dir = "x"\n[tts]\nvoices = "flite:slt"', "voices: a list of voices"),
+    ('out_dir = "x"\n[tts]\ntrain_augment = "lihgt"', "train_augment: one of none, light"),
+    ('out_dir = "x"\n[tts]\nworkers = 0', "workers must be at least 1"),
 ])
 def test_bad_configs_are_named(tmp_path: Path, text: str, message: str) -> None:
     p = tmp_path / "c.toml"
@@ -133,3 +147,40 @@ def test_a_dataset_config_may_have_a_base(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text('base = "a.toml"\nseed = 5\n')
     with pytest.raises(DeidError, match="out_dir of its own"):
         DatasetConfig.load(tmp_path / "c.toml")
+
+
+def test_a_typo_in_the_config_is_refused_before_anything_is_written(tmp_path: Path, capsys) -> None:
+    """A bad [tts] value used to fail after dataset.json was written, and then the corrected
+    config was refused as "another config"."""
+    p = tmp_path / "c.toml"
+    p.write_text(CONFIG.replace("workers = 1", 'workers = 1\ntrain_augment = "lihgt"'))
+    assert main(["make-dataset", "--config", str(p)]) == 1
+    assert "train_augment: one of" in capsys.readouterr().err
+    assert not (tmp_path / "ds").exists()
+
+
+def test_an_arm_made_of_test_sentences_is_refused(tmp_path: Path, capsys) -> None:
+    """Train/test mixing: an arm's sentences file written from the test split (a test sentence
+    with an opener added, other values) is refused before anything is built, naming one."""
+    from deid_speech.augment.seed import load_split
+    from deid_speech.types import parse_tagged
+
+    rows = []
+    for k, r in enumerate(load_split(shipped.path("seed") / "train.jsonl")[:1] +
+                          load_split(shipped.path("seed") / "test.jsonl")[:1]):
+        tagged = "so, " + r["tagged"]
+        text, ents = parse_tagged(tagged)
+        rows.append({"id": f"diverse-r{k}", "text": text, "tagged": tagged, "entities": [e.to_dict() for e in ents]})
+    (tmp_path / "arm.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = tmp_path / "c.toml"
+    p.write_text(CONFIG.replace('backend = "template"', 'sentences = "arm.jsonl"'))
+    assert main(["make-dataset", "--config", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert "diverse-r1 repeats test sentence" in err and "must not come from dev or test" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "ds").exists()
+    # the seed's train sentences, an opener added, are fine
+    from deid_speech.make_dataset import check_arm_files
+
+    (tmp_path / "arm.jsonl").write_text("".join(json.dumps({**r, "id": f"{r['id']}{k}"}) + "\n"
+                                            for r in rows[:1] for k in range(2)))
+    check_arm_files(DatasetConfig.load(p).augment, shipped.path("seed"))

@@ -37,7 +37,8 @@ model scored by ``deid-speech eval`` on the same test sets. The config is TOML (
     e2e = ["--max-steps", "300"]
 
 Every step records its result and is skipped on a rerun, so an interrupted experiment
-resumes where it stopped. Output: ``OUT/results.json``, ``OUT/results.md`` (the paper's
+resumes where it stopped; a rerun with a config that changes what a finished step was made of
+is refused (``accept_out_dir``). Output: ``OUT/results.json``, ``OUT/results.md`` (the paper's
 table form: P/R/F1 per arm for pipeline and E2E, on test and test_telephone, then per
 label), ``OUT/results.png`` and each step's own folder. Every cell has the leak (share of
 entity audio still audible) and the over-redaction (share of other speech beeped) next to F1.
@@ -53,12 +54,12 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from deid_speech.audio import write_text_atomic
 from deid_speech.errors import DeidError
-from deid_speech.make_dataset import Arm, DatasetConfig, config_record, parse_arms, read_config
+from deid_speech.make_dataset import Arm, DatasetConfig, checked, config_record, parse_arms, read_config
 from deid_speech.systems import RECOGNISER, TABLE, TRAINABLE
 from deid_speech.types import PAPER_LABELS
 
@@ -77,6 +78,7 @@ class ExperimentConfig:
     device: str = "cpu"  # the e2e model's training and scoring device
     train_args: dict = field(default_factory=dict)  # trainer name -> extra CLI options
     extra_tests: dict = field(default_factory=dict)  # name -> manifest, scored like test
+    record: dict = field(default_factory=dict, compare=False)  # what its steps are made of (accept_out_dir)
 
     @classmethod
     def load(cls, path: Path) -> ExperimentConfig:
@@ -84,9 +86,10 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> ExperimentConfig:
-        known = {"out_dir", "seeds", "systems", "asr_model", "device", "data", "tts", "arm", "train", "tests"}
-        if unknown := set(raw) - known:
-            raise DeidError(f"unknown config key(s): {', '.join(sorted(unknown))}")
+        """The config of a TOML table; a one-line DeidError naming the first bad key (every key is
+        checked here, before any step runs)."""
+        checked(raw, {"out_dir": str, "seeds": list, "systems": list, "asr_model": str, "device": str,
+                      "data": dict, "tts": dict, "arm": list, "train": dict, "tests": dict}, "")
         if "out_dir" not in raw:
             raise DeidError("the config needs out_dir")
         out = (base / raw["out_dir"]).resolve()
@@ -94,10 +97,7 @@ class ExperimentConfig:
         if "augment" in data or "out_dir" in data:
             raise DeidError("[data] takes no augment or out_dir: arms are [[arm]] tables")
         data_cfg = DatasetConfig.from_dict({**data, "out_dir": str(out / "data"), "tts": raw.get("tts", {})}, base)
-        try:
-            arms = parse_arms(raw.get("arm", []), base)
-        except TypeError as exc:
-            raise DeidError(f"bad [[arm]]: {exc}") from None
+        arms = parse_arms(raw.get("arm", []), base, "[[arm]]")
         if len({a.name for a in arms}) != len(arms):
             raise DeidError("two [[arm]] tables have the same strategy and temperature")
         if len({a.n for a in arms}) > 1:
@@ -105,20 +105,30 @@ class ExperimentConfig:
         systems = tuple(raw.get("systems", SYSTEMS))
         if bad := [s for s in systems if s not in SYSTEMS] or not systems:
             raise DeidError(f"systems: choose from {', '.join(SYSTEMS)} (got {bad or 'none'})")
-        seeds = tuple(int(s) for s in raw.get("seeds", [0]))
-        device = str(raw.get("device", "cpu"))
+        seeds = tuple(raw.get("seeds", [0]))
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise DeidError(f"seeds: a list of integers expected (got {raw['seeds']!r})")
+        device = raw.get("device", "cpu")
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
             raise DeidError(f"device: cpu or cuda (got {device!r})")
         train = raw.get("train", {})
         if set(train) - {"ner", "e2e"} or not all(isinstance(v, list) for v in train.values()):
             raise DeidError("[train] takes ner = [...] and e2e = [...] (extra command-line options)")
         tests = raw.get("tests", {})
-        if not isinstance(tests, dict) or not all(isinstance(v, str) for v in tests.values()) or set(tests) & set(TEST_SETS):
+        if not all(isinstance(v, str) for v in tests.values()) or set(tests) & set(TEST_SETS):
             raise DeidError("[tests] takes name = \"manifest.jsonl\" pairs (names other than "
                             f"{', '.join(TEST_SETS)})")
         extra = {k: (base / v).resolve() for k, v in tests.items()}
-        return cls(out, data_cfg, arms, seeds or (0,), systems, str(raw.get("asr_model", RECOGNISER)), device,
-                   {k: [str(x) for x in v] for k, v in train.items()}, extra)
+        train_args = {k: [str(x) for x in v] for k, v in train.items()}
+        # what the recorded steps are made of (seeds, systems and the device are not: a step is
+        # one seed's and one system's), paths as the config writes them, so that the folder may move
+        record = {"[data]": {**data_cfg.to_dict(), "out_dir": None, "seed_dir": data.get("seed_dir")},
+                  "asr_model": raw.get("asr_model", RECOGNISER), "[train]": train_args}
+        for k, (a, table) in enumerate(zip(arms, raw.get("arm", []))):
+            record[f"[[arm]] {a.name}"] = {**asdict(a), "sentences": table.get("sentences"), "index": k}
+        record |= {f"[tests] {k}": v for k, v in tests.items()}
+        return cls(out, data_cfg, arms, seeds or (0,), systems, raw.get("asr_model", RECOGNISER), device,
+                   train_args, extra, json.loads(json.dumps(record)))
 
     def check_tests(self) -> None:
         """A one-line error when a [tests] manifest is missing. Checked when the matrix runs, not
@@ -313,14 +323,18 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
     (the report then says it is incomplete). With ``jobs`` > 1 the cells run in parallel
     processes (``config`` is the file they read), and this one writes the report;
     ``report_only``: the report of the finished steps, nothing run (not even the data)."""
-    cfg.check_tests()  # before anything is built or trained
-    out = cfg.out_dir
-    out.mkdir(parents=True, exist_ok=True)
-    if config_text is not None:
-        write_text_atomic(out / "experiment_config.toml", config_text)
+    cfg.check_tests()  # before anything is built, trained or written
     if bad := [s for s in systems or () if s not in cfg.systems]:
         raise DeidError(f"--system {bad[0]}: not among this config's systems ({', '.join(cfg.systems)})")
-    steps = Steps(out, log)
+    out = cfg.out_dir
+    steps = Steps(out, log)  # what is done (it writes nothing yet)
+    if report_only and not steps.done:
+        raise DeidError(f"{out}: no step of this experiment is done yet, nothing to report")
+    if not report_only:
+        from deid_speech.make_dataset import check_arm_files
+
+        check_arm_files(tuple(a for a in cfg.arms if f"arm {a.name}" not in steps.done), cfg.data.seed_dir)
+    accept_out_dir(cfg, config_text)
     trains = build_data(cfg, steps, progress) if not report_only else dict.fromkeys(cfg.arm_names())
     todo = [(arm, seed) for arm in trains for seed in cfg.seeds if cells is None or (arm, seed) in cells]
     systems = tuple(s for s in cfg.systems if s in (systems or cfg.systems))
@@ -331,6 +345,8 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
         failed = _run_cells(config, todo, systems, jobs, out, log)
         steps = Steps(out, log)  # what the cells recorded
     tests = _tests(cfg)
+    if not tests:
+        raise DeidError(f"{cfg.data.out_dir}: no test manifest there, and no [tests]: nothing to score or report")
     rows = _run_cells_here(cfg, trains, tests, todo, systems, steps, progress,
                            only_done=bool(failed) or jobs > 1 or report_only)
     complete = not failed and cells is None and systems == cfg.systems and (not report_only or all(
@@ -346,6 +362,27 @@ def run_experiment(cfg: ExperimentConfig, config_text: str | None = None, progre
         raise DeidError(f"{len(failed)} cell(s) failed: {', '.join(failed)} (logs in {out / 'logs'}); "
                         "the report holds the finished ones, and a rerun resumes")
     return results
+
+
+def accept_out_dir(cfg: ExperimentConfig, config_text: str | None) -> None:
+    """Refuse an out_dir whose steps were made from another config (a rerun would skip them and
+    report them under this one): ``cfg.record`` is kept in OUT/experiment.json, and every part of
+    it that a step depends on must be the same (arms and [tests] added later are new steps). Then
+    record this config, and its text in OUT/experiment_config.toml. A folder from before the
+    record: its experiment_config.toml must be this config's text."""
+    out = cfg.out_dir
+    path = out / "experiment.json"
+    earlier = json.loads(path.read_text())["config"] if path.is_file() else {}
+    if other := [k for k in cfg.record if k in earlier and earlier[k] != cfg.record[k]]:
+        raise DeidError(f"{out} was run with another config ({other[0]} differs); use a new out_dir")
+    old_text = out / "experiment_config.toml"
+    if (not earlier and config_text is not None and (out / "steps.json").is_file() and old_text.is_file()
+            and old_text.read_text(encoding="utf-8") != config_text):
+        raise DeidError(f"{out} was run with another config (its experiment_config.toml differs); use a new out_dir")
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps({"config": {**earlier, **cfg.record}}, indent=2) + "\n")
+    if config_text is not None:
+        write_text_atomic(old_text, config_text)
 
 
 def _tests(cfg: ExperimentConfig) -> dict[str, Path]:
@@ -464,10 +501,17 @@ def summarise(rows: list[dict]) -> list[dict]:
                 continue
             mean, sd = _mean_sd(xs)
             entry[m], entry[m + "_sd"] = round(mean, 4), (round(sd, 4) if sd is not None else None)
-        entry["per_label_f1"] = {lab: round(statistics.fmean([r["per_label"].get(lab, {}).get("f1", 0.0)
-                                                             for r in rs]), 4) for lab in PAPER_LABELS}
+        entry["per_label_f1"] = {lab: _label_f1(rs, lab) for lab in PAPER_LABELS}
         table.append(entry)
     return table
+
+
+def _label_f1(rows: list[dict], label: str) -> float | None:
+    """Mean label-exact F1 of ``label`` over the seeds; None where the test set has no entity of
+    it (its F1 would measure nothing; a row from before n_true was recorded counts when it
+    names the label)."""
+    xs = [r["per_label"][label]["f1"] for r in rows if r["per_label"].get(label, {"n_true": 0}).get("n_true", 1)]
+    return round(statistics.fmean(xs), 4) if xs else None
 
 
 def _cell(e: dict, m: str) -> str:
@@ -498,12 +542,13 @@ def markdown(results: dict) -> str:
                     out.append(f"| {e['arm']} | {_cell(e, 'precision')} | {_cell(e, 'recall')} | "
                                f"**{_cell(e, 'f1')}** | {_cell(e, 'leak')} | {_cell(e, 'over_redaction')} |")
             out.append("")
-    out += ["## Per label (label-exact F1 %, mean over seeds)", "",
+    out += ["## Per label (label-exact F1 %, mean over seeds; —: no entity of the label in the test set)", "",
             "| system | test | training data | " + " | ".join(PAPER_LABELS) + " |",
             "|---|---|---|" + "---:|" * len(PAPER_LABELS)]
     for e in results["table"]:
         out.append(f"| {e['system']} | {e['test']} | {e['arm']} | "
-                   + " | ".join(f"{100 * e['per_label_f1'][lab]:.0f}" for lab in PAPER_LABELS) + " |")
+                   + " | ".join("—" if (f1 := e["per_label_f1"][lab]) is None else f"{100 * f1:.0f}"
+                                for lab in PAPER_LABELS) + " |")
     out += ["", f"Total wall time of the steps: {results['wall_s'] / 60:.1f} min."]
     return "\n".join(out) + "\n"
 

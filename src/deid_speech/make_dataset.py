@@ -123,10 +123,15 @@ class Arm:
     sentences: str | tuple[str, ...] | None = None
 
     @property
-    def name(self) -> str:
+    def temp(self) -> float:
+        """The temperature the arm resolves to (its strategy's default when none is given)."""
         from deid_speech.augment.run import AugmentOptions
 
-        return f"{self.strategy}{AugmentOptions(self.strategy, self.temperature).temp:g}"
+        return AugmentOptions(self.strategy, self.temperature).temp
+
+    @property
+    def name(self) -> str:
+        return f"{self.strategy}{self.temp:g}"
 
     @property
     def sentence_files(self) -> tuple[str, ...]:
@@ -162,30 +167,37 @@ class DatasetConfig:
 
     @classmethod
     def from_dict(cls, raw: dict, base: Path) -> DatasetConfig:
-        known = {"out_dir", "seed_dir", "seed", "fresh_values", "limit", "augment", "tts"}
-        if unknown := set(raw) - known:
-            raise DeidError(f"unknown config key(s): {', '.join(sorted(unknown))}")
+        """The config of a TOML table; a one-line DeidError naming the first bad key (every key is
+        checked here, before anything is built)."""
+        from deid_speech.tts.channel import POLICIES
+
+        checked(raw, {"out_dir": str, "seed_dir": str, "seed": int, "fresh_values": bool, "limit": dict,
+                      "augment": list, "tts": dict}, "")
         if "out_dir" not in raw:
             raise DeidError("the config needs out_dir")
-        try:
-            arms = parse_arms(raw.get("augment", []), base)
-            t = dict(raw.get("tts", {}))
-            for k in ("voices", "held_out"):
-                if isinstance(t.get(k), list):
-                    t[k] = tuple(t[k])
-                elif t.get(k) == "default":
-                    t[k] = None
-            tts = TtsSettings(**t)
-        except TypeError as exc:  # an unknown key inside [[augment]] or [tts]
-            raise DeidError(f"bad config: {exc}") from None
+        arms = parse_arms(raw.get("augment", []), base)
+        t = dict(checked(raw.get("tts", {}), {"voices": (str, list), "held_out": (str, list), "train_augment": str,
+                                              "eval_augment": str, "telephone_test": bool, "workers": int}, "[tts]"))
+        for k in ("voices", "held_out"):
+            v = t.get(k, "default")
+            if v != "default" and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                raise DeidError(f'[tts] {k}: a list of voices, or "default" (got {v!r})')
+            t[k] = None if v == "default" else tuple(v)
+        for k in ("train_augment", "eval_augment"):
+            if k in t and t[k] not in POLICIES:
+                raise DeidError(f"[tts] {k}: one of {', '.join(POLICIES)} (got {t[k]!r})")
+        if t.get("workers", 1) < 1:
+            raise DeidError("[tts] workers must be at least 1")
+        tts = TtsSettings(**t)
         limit = raw.get("limit", {})
-        if set(limit) - set(SPLITS) or not all(isinstance(v, int) and v > 0 for v in limit.values()):
+        if set(limit) - set(SPLITS) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                               for v in limit.values()):
             raise DeidError("limit takes positive integers for train, dev, test")
         if len({a.name for a in arms}) != len(arms):
             raise DeidError("two [[augment]] arms have the same strategy and temperature")
         return cls(out_dir=(base / raw["out_dir"]).resolve(),
                    seed_dir=(base / raw["seed_dir"]).resolve() if "seed_dir" in raw else _shipped_seed(),
-                   seed=int(raw.get("seed", 0)), fresh_values=bool(raw.get("fresh_values", True)),
+                   seed=raw.get("seed", 0), fresh_values=raw.get("fresh_values", True),
                    limit=dict(limit), augment=arms, tts=tts)
 
     def to_dict(self) -> dict:
@@ -194,12 +206,49 @@ class DatasetConfig:
         return json.loads(json.dumps(d))  # as it reads back from dataset.json
 
 
-def parse_arms(tables: list[dict], base: Path) -> tuple[Arm, ...]:
-    """Arms from their config tables, a ``sentences`` path made relative to the config file
-    (a TypeError for an unknown key, as ``Arm(**table)`` raises)."""
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
+          dict: "a table"}
+
+
+def checked(table, types: dict, where: str) -> dict:
+    """``table`` when it is a table whose keys are all in ``types`` (key -> a type or a tuple of
+    types; an int passes for a float, a bool for nothing but bool), else a one-line DeidError
+    naming the key (``where``: the table's name in the config, "" for the top level)."""
+    if not isinstance(table, dict):
+        raise DeidError(f"{where}: a table expected (got {table!r})")
+    if unknown := set(table) - set(types):
+        raise DeidError(f"bad config: unknown key(s) in {where}: {', '.join(sorted(unknown))}" if where
+                        else f"unknown config key(s): {', '.join(sorted(unknown))}")
+    for k, v in table.items():
+        kinds = types[k] if isinstance(types[k], tuple) else (types[k],)
+        ok = (int, float) if float in kinds else kinds
+        if isinstance(v, bool) and bool not in kinds or not isinstance(v, ok):
+            raise DeidError(f"{where + ' ' if where else ''}{k}: {' or '.join(_NAMES[x] for x in kinds)} "
+                            f"expected (got {v!r})")
+    return table
+
+
+_ARM_TYPES = {"strategy": str, "temperature": float, "n": int, "backend": str, "model": str, "host": str,
+              "max_requests": int, "per_request": int, "sentences": (str, list)}
+
+
+def parse_arms(tables: list[dict], base: Path, where: str = "[[augment]]") -> tuple[Arm, ...]:
+    """Arms from their config tables (``where``: their name in the config), a ``sentences`` path
+    made relative to the config file; a one-line DeidError naming a bad key."""
     from dataclasses import replace
 
-    arms = tuple(Arm(**a) for a in tables)
+    from deid_speech.augment.llm import BACKENDS
+
+    if not isinstance(tables, list):
+        raise DeidError(f"{where}: a list of tables expected (got {tables!r})")
+    arms = []
+    for table in tables:
+        a = Arm(**checked(table, _ARM_TYPES, where))
+        if bad := [k for k in ("n", "per_request", "max_requests") if table.get(k, 1) < 1]:
+            raise DeidError(f"{where} {bad[0]} must be at least 1")
+        if a.backend not in BACKENDS:
+            raise DeidError(f"{where} backend: one of {', '.join(BACKENDS)} (got {a.backend!r})")
+        arms.append(a)
 
     def resolved(sentences):
         if isinstance(sentences, str):
@@ -220,17 +269,48 @@ def arm_sentences(arm: Arm, seed_train: Path, out: Path, opts, pool: list[str]) 
 
     if not arm.sentences:
         return augment(seed_train, out, opts, make_backend(arm.backend, arm.model, pool, arm.host))
-    srcs, shards = arm_shards(arm, opts.temp)
-    rows, used = take_in_turn(shards, opts.n)
+    srcs, shards, rows, used = _file_rows(arm, opts.n)
     names = ", ".join(map(str, srcs))
-    if len(rows) < opts.n:
-        raise DeidError(f"arm {arm.name}: {names} holds {len(rows)} sentences, the arm needs {opts.n}")
     _write_jsonl(out, rows)
     first = rows[0]
     requests = sum(1 + max(int(r.get("request", 0)) for r in shard[:k]) for shard, k in zip(shards, used) if k)
     return {"out": str(out), "accepted": opts.n, "requests": requests,
             "complete": True, "backend": first.get("backend", "file"), "model": first.get("model", ""),
             "sentences": names}
+
+
+def _file_rows(arm: Arm, n: int) -> tuple[list[Path], list[list[dict]], list[dict], list[int]]:
+    """The files of ``arm.sentences``, their rows, the first ``n`` taken in turn and how many of
+    each file's rows were read; a one-line DeidError when there are fewer than ``n``."""
+    srcs, shards = arm_shards(arm, arm.temp)
+    rows, used = take_in_turn(shards, n)
+    if len(rows) < n:
+        raise DeidError(f"arm {arm.name}: {', '.join(map(str, srcs))} holds {len(rows)} sentences, the arm needs {n}")
+    return srcs, shards, rows, used
+
+
+def check_arm_files(arms: tuple[Arm, ...], seed_dir: Path) -> None:
+    """Before anything is built: each arm that takes an earlier run's sentences finds the ``n`` it
+    takes, and none of them is a dev or test sentence (train/test mixing): a one-line DeidError
+    naming one whose sentence frame (``frame_key``: values as their labels) holds the frame of a
+    dev or test seed sentence (an opener or a particle added to it leaves it a copy)."""
+    from deid_speech.augment.seed import load_split
+    from deid_speech.augment.validate import frame_key
+
+    if not any(a.sentences for a in arms):
+        return
+    held = {}
+    for split in ("dev", "test"):
+        path = seed_dir / f"{split}.jsonl"
+        if not path.is_file():
+            raise DeidError(f"{path}: seed split missing")
+        held |= {f" {frame_key(r['tagged'])} ": f"{split} sentence {r['id']}" for r in load_split(path)}
+    for arm in arms:
+        for r in _file_rows(arm, arm.n)[2] if arm.sentences else ():
+            frame = f" {frame_key(r['tagged'])} "
+            if hit := next((k for k in held if k in frame), None):
+                raise DeidError(f"arm {arm.name}: sentence {r['id']} repeats {held[hit]} ({hit.strip()!r}), values "
+                                "aside; an arm's sentences must not come from dev or test")
 
 
 def arm_shards(arm: Arm, temp: float) -> tuple[list[Path], list[list[dict]]]:
@@ -334,6 +414,7 @@ def make_dataset(cfg: DatasetConfig, config_text: str | None = None, progress: b
     from deid_speech.tts.dataset import voice_manifest
 
     held, pools = voice_pools(cfg.tts)
+    check_arm_files(cfg.augment, cfg.seed_dir)
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
     record = out / "dataset.json"
