@@ -261,6 +261,10 @@ def test_out_that_is_a_file_is_a_one_line_error(tmp_path, capsys):
     (other / "notes.txt").write_text("mine")
     assert _main("--train", str(data), "--dev", str(dev), "--out", str(other)) == 1
     assert "not a `train ner` folder" in capsys.readouterr().err and (other / "notes.txt").read_text() == "mine"
+    (other / "training.json").write_text("{}")  # a finished model that recorded no fingerprint: kept too
+    assert _main("--train", str(data), "--dev", str(dev), "--out", str(other)) == 1
+    assert "without a record of its data and options" in capsys.readouterr().err
+    assert (other / "training.json").read_text() == "{}"
 
 
 def test_dev_sharing_records_with_train_is_refused(tmp_path, capsys):

@@ -109,7 +109,7 @@ class FinetuneOptions:
                                           "projection tied to them) at the base weights: a delta over a larger "
                                           "base (base: 26.6M embedding weights) stays small")
     cache_encoder_gb: float = _opt(4.0, "frozen encoder: keep its outputs in memory up to this size (0: never)")
-    resume: bool = _opt(True, "resume from OUT/checkpoint (--no-resume: start over, dropping it)")
+    resume: bool = _opt(True, "resume from OUT/checkpoint (--no-resume: start an unfinished run over, dropping it)")
     ct2: bool = _opt(True, "also write a CTranslate2 copy in OUT/ct2 (--no-ct2: skip the export)")
     ct2_quantization: str = _opt("float16", "quantization of the CTranslate2 copy", choices=QUANTIZATIONS)
     eval_at_start: bool = _opt(True, "score the base model at step 0")
@@ -227,7 +227,8 @@ def same_run(what: str, was: Any, now: dict, fix: str) -> None:
     if was == now:
         return
     if not isinstance(was, dict):
-        raise DeidError(f"{what} was trained by an earlier version, which did not record its data and options; {fix}")
+        raise DeidError(f"{what} was trained without a record of its data and options (by an earlier version "
+                        f"or another trainer); {fix}")
     diffs = [DATA_KEYS.get(k) or f"{k} {was.get(k)!r}, now {now.get(k)!r}"
              for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
     raise DeidError(f"{what} was trained with other data/options ({'; '.join(diffs)}); {fix}")
