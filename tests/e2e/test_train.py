@@ -82,3 +82,49 @@ def test_dev_score_decodes_on_the_gpu_with_the_model_itself(monkeypatch, device,
     monkeypatch.setattr(e2e_train, "score_model", fake_score_model)
     assert e2e_train.dev_score(Model(), None, []) == pytest.approx(1.01)  # nothing to find, nothing found
     assert seen == [backend]
+
+
+def test_train_e2e_cli_refuses_a_dev_set_that_is_the_train_set_and_zero_steps(tmp_path, clip_records, capsys):
+    from deid_speech.cli import main
+
+    manifest = str(Path(clip_records[0]["audio"]).parent / "manifest.jsonl")
+    assert main(["train", "e2e", "--train", manifest, "--dev", manifest, "--out", str(tmp_path / "o")]) == 1
+    assert "--dev shares 2 of its 2 records with --train" in capsys.readouterr().err
+    import json
+
+    train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
+    train.write_text(json.dumps(clip_records[0]) + "\n")
+    dev.write_text(json.dumps(clip_records[1]) + "\n")
+    assert main(["train", "e2e", "--train", str(train), "--dev", str(dev), "--out", str(tmp_path / "o"),
+                 "--max-steps", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "max_steps must be >= 1" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_unfinished_run_is_refused_at_inference_until_it_is_resumed(tiny_whisper_dir, clip_records, tmp_path):
+    from deid_speech.asr.trainer import CHECKPOINT, SUMMARY, FinetuneOptions, finetune
+    from deid_speech.e2e.infer import check_model_dir
+    from deid_speech.e2e.tokens import init_tag_embedding, target_text
+    from deid_speech.errors import DeidError
+
+    assert (CHECKPOINT, SUMMARY) == ("checkpoint", "training.json")  # the names check_model_dir looks for
+    out = tmp_path / "run"
+    opts = FinetuneOptions(out=out, base=str(tiny_whisper_dir), max_steps=2, batch_size=2, eval_every=1,
+                           eval_at_start=False, patience=0, ct2=False, threads=1)
+
+    def train(progress=None):
+        return finetune(clip_records, clip_records, opts, target_fn=target_text, extra_tokens=TAG_TEXTS,
+                        init_token=init_tag_embedding, dev_score=lambda m, p, r: 0.0, progress=progress)
+
+    def stop(step, total):
+        if step == 2:  # after the step-1 checkpoint and best model
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(stop)
+    assert (out / "model.safetensors").is_file() and not (out / "training.json").exists()
+    with pytest.raises(DeidError, match="training did not finish; rerun the same `deid-speech train e2e` command"):
+        check_model_dir(out)
+    assert train()["resumed_from_step"] == 1
+    assert check_model_dir(out) == out

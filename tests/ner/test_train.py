@@ -132,7 +132,9 @@ def test_entity_outside_the_text_is_a_user_error(tmp_path):
 def test_asr_noise_without_manifests_is_a_user_error(tmp_path):
     ok = tmp_path / "ok.jsonl"
     ok.write_text(json.dumps({"text": "hi there", "entities": []}) + "\n")
-    r = cli("--train", str(ok), "--dev", str(ok), "--out", str(tmp_path / "m"), "--asr-noise")
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text(json.dumps({"text": "bye now", "entities": []}) + "\n")
+    r = cli("--train", str(ok), "--dev", str(dev), "--out", str(tmp_path / "m"), "--asr-noise")
     assert r.returncode == 1 and "voiced manifests" in r.stderr
 
 
@@ -156,7 +158,7 @@ def _tiny_records(n: int) -> list[dict]:
 @pytest.mark.model
 def test_training_end_to_end_saves_a_model_the_detector_loads(tmp_path):
     train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
-    rows = _tiny_records(36)
+    rows = _distinct(36)
     train.write_text("".join(json.dumps(r) + "\n" for r in rows[:30]))
     dev.write_text("".join(json.dumps(r) + "\n" for r in rows[30:]))
     out = tmp_path / "ner"
@@ -227,3 +229,79 @@ def test_training_options_come_from_flags_then_a_config_file(tmp_path) -> None:
     cfg.write_text('max_epochs = "many"\n')
     with pytest.raises(DeidError, match="max_epochs must be int"):
         build(p.parse_args(base), T.TrainOptions)
+
+
+# --- the output folder: never replaced, never relabelled; dev apart from train -------------
+
+def _main(*args: str) -> int:
+    from deid_speech.cli import main
+
+    return main(["train", "ner", *args])
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _distinct(n: int, first: int = 0) -> list[dict]:
+    """Records ``first`` .. ``n - 1`` of :func:`_tiny_records`, each text its own."""
+    return [{**r, "text": f"{r['text']} take {k}", "tagged": f"{r['tagged']} take {k}"}
+            for k, r in enumerate(_tiny_records(n)) if k >= first]
+
+
+def test_out_that_is_a_file_is_a_one_line_error(tmp_path, capsys):
+    data = _write(tmp_path / "train.jsonl", _distinct(4))
+    dev = _write(tmp_path / "dev.jsonl", _distinct(8, 4))
+    assert _main("--train", str(data), "--dev", str(dev), "--out", str(data)) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not a folder" in err
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert _main("--train", str(data), "--dev", str(dev), "--out", str(other)) == 1
+    assert "not a `train ner` folder" in capsys.readouterr().err and (other / "notes.txt").read_text() == "mine"
+    (other / "training.json").write_text("{}")  # a finished model that recorded no fingerprint: kept too
+    assert _main("--train", str(data), "--dev", str(dev), "--out", str(other)) == 1
+    assert "without a record of its data and options" in capsys.readouterr().err
+    assert (other / "training.json").read_text() == "{}"
+
+
+def test_dev_sharing_records_with_train_is_refused(tmp_path, capsys):
+    rows = _distinct(6)
+    data = _write(tmp_path / "train.jsonl", rows)
+    assert _main("--train", str(data), "--dev", str(data), "--out", str(tmp_path / "m")) == 1
+    assert "--dev shares 6 of its 6 records with --train" in capsys.readouterr().err
+    dev = _write(tmp_path / "dev.jsonl", [{**rows[0], "id": "other"}, *_distinct(9, 6)])  # same text
+    assert _main("--train", str(data), "--dev", str(dev), "--out", str(tmp_path / "m")) == 1
+    assert "--dev shares 1 of its 4 records" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_finished_model_is_kept_a_rerun_of_the_same_training_does_nothing(tmp_path, capsys):
+    rows = _distinct(12)
+    data, dev = _write(tmp_path / "train.jsonl", rows[:8]), _write(tmp_path / "dev.jsonl", rows[8:])
+    other = _write(tmp_path / "other.jsonl", _distinct(16, 12))
+    out = tmp_path / "m"
+    base = ["--train", str(data), "--out", str(out), "--max-epochs", "1", "--written-copies", "0"]
+    assert _main(*base, "--dev", str(dev)) == 0
+    report = (out / "training.json").read_bytes()
+    weights = (out / "ner" / "model").read_bytes()
+    assert "fingerprint" in json.loads(report)
+    capsys.readouterr()
+    assert _main(*base, "--dev", str(dev)) == 0  # the same training: nothing to do
+    assert "best epoch 1" in capsys.readouterr().out
+    assert _main(*base, "--dev", str(other)) == 1
+    assert "was trained with other data/options (other --dev records); use a new --out" in capsys.readouterr().err
+    assert _main(*base, "--dev", str(dev), "--learn-rate", "0.01") == 1
+    assert "(learn_rate 0.001, now 0.01)" in capsys.readouterr().err
+    assert (out / "training.json").read_bytes() == report and (out / "ner" / "model").read_bytes() == weights
+
+
+def test_detector_refuses_a_model_whose_training_did_not_finish(tmp_path):
+    from deid_speech.ner.trained import TrainedNerDetector
+
+    (tmp_path / "meta.json").write_text("{}")
+    (tmp_path / "dev_examples.jsonl").write_text("")  # written first; training.json comes last
+    with pytest.raises(DeidError, match="training did not finish; rerun the same `deid-speech train ner`"):
+        TrainedNerDetector(tmp_path)

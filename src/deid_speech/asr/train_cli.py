@@ -35,8 +35,10 @@ class TrainInputs:
 
 def train_dev_records(inputs: TrainInputs) -> tuple[list[dict], list[dict]]:
     """The ``--train`` and ``--dev`` manifests' records (first ``--limit``), or a one-line
-    error for a missing or empty manifest (``train asr`` and ``train e2e`` share this)."""
+    error for a missing or empty manifest, or a dev set sharing records with the training
+    set (``train asr`` and ``train e2e`` share this)."""
     from deid_speech.asr.train_data import load_records
+    from deid_speech.asr.trainer import shared_records
 
     for name in ("train", "dev"):
         path = getattr(inputs, name)
@@ -48,6 +50,7 @@ def train_dev_records(inputs: TrainInputs) -> tuple[list[dict], list[dict]]:
     for name, recs in (("train", train), ("dev", dev)):
         if not recs:
             raise DeidError(f"--{name} {getattr(inputs, name)}: manifest has no records")
+    shared_records(train, dev)
     return train, dev
 
 

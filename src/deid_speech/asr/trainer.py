@@ -28,7 +28,12 @@ What ``finetune`` does, in order:
   fine-tune that only hurts leaves the base model as the best.
 * ``OUT/training.json``: steps, losses, dev scores, wall time, hardware, options, data sizes;
   with ``ct2`` also ``OUT/ct2/`` (CTranslate2, for faster-whisper;
-  :func:`deid_speech.asr.export.export_ct2`).
+  :func:`deid_speech.asr.export.export_ct2`). It is written last: a folder with
+  ``checkpoint/`` and no ``training.json`` is an unfinished run (``check_model_dir`` of the
+  e2e model refuses it), which a rerun resumes.
+* A finished run is never replaced or relabelled: a rerun with the same data (a hash of the
+  records) and model options (:func:`_fingerprint`) does nothing, or goes on from its
+  checkpoint when more steps or epochs are asked; other data or options are refused.
 
 Progress goes to this module's logger (``deid_speech.asr.trainer``, INFO).
 Only the standard library and numpy load at import: torch and transformers load inside functions.
@@ -104,7 +109,7 @@ class FinetuneOptions:
                                           "projection tied to them) at the base weights: a delta over a larger "
                                           "base (base: 26.6M embedding weights) stays small")
     cache_encoder_gb: float = _opt(4.0, "frozen encoder: keep its outputs in memory up to this size (0: never)")
-    resume: bool = _opt(True, "resume from OUT/checkpoint (--no-resume: start over, dropping it)")
+    resume: bool = _opt(True, "resume from OUT/checkpoint (--no-resume: start an unfinished run over, dropping it)")
     ct2: bool = _opt(True, "also write a CTranslate2 copy in OUT/ct2 (--no-ct2: skip the export)")
     ct2_quantization: str = _opt("float16", "quantization of the CTranslate2 copy", choices=QUANTIZATIONS)
     eval_at_start: bool = _opt(True, "score the base model at step 0")
@@ -133,8 +138,8 @@ class FinetuneOptions:
                 raise ValueError(f"{name} must be >= 1")
         if self.threads < 0:
             raise ValueError("threads must be >= 0")
-        if self.max_steps is not None and self.max_steps < 0:
-            raise ValueError("max_steps must be >= 0")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError("max_steps must be >= 1")
         if self.lr <= 0 or self.warmup_steps < 0 or self.weight_decay < 0 or self.patience < 0:
             raise ValueError("lr must be > 0; warmup_steps, weight_decay and patience >= 0")
         if not 0.0 <= self.timestamps <= 1.0:
@@ -201,12 +206,62 @@ def timed_share(record_id: str) -> float:
     return int(hashlib.sha1(record_id.encode("utf-8")).hexdigest()[:8], 16) / 2**32
 
 
-def _fingerprint(opts: FinetuneOptions, n_train: int, extra: Sequence[str]) -> dict:
-    return {"base": opts.base, "extra_tokens": list(extra), "n_train": n_train, "seed": opts.seed,
-            "batch_size": opts.batch_size, "grad_accum": opts.grad_accum, "freeze_encoder": opts.freeze_encoder,
-            **({"freeze_decoder": True} if opts.freeze_decoder else {}),
-            **({"freeze_embeddings": True} if opts.freeze_embeddings else {}),
-            **({"timestamps": opts.timestamps} if opts.timestamps else {})}
+# options that do not change the model (or that a rerun may change: more epochs or steps extend a run)
+RUN_ONLY = ("out", "device", "epochs", "max_steps", "resume", "keep_checkpoint", "threads", "cache_encoder_gb",
+            "eval_batch_size", "log_every")
+DATA_KEYS = {"train_data": "other --train records", "dev_data": "other --dev records"}
+
+
+def records_hash(records: Sequence[dict]) -> str:
+    """A hash of the records' contents (the order counts): two runs on the same data have the same."""
+    import hashlib
+
+    text = json.dumps([{k: v for k, v in r.items() if k != "_dir"} for r in records], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def same_run(what: str, was: Any, now: dict, fix: str) -> None:
+    """Nothing when ``was`` (the fingerprint an earlier run recorded) is ``now``; else a
+    one-line DeidError naming what differs ("... was trained with other data/options (lr
+    0.0001, now 0.5); use a new --out")."""
+    if was == now:
+        return
+    if not isinstance(was, dict):
+        raise DeidError(f"{what} was trained without a record of its data and options (by an earlier version "
+                        f"or another trainer); {fix}")
+    diffs = [DATA_KEYS.get(k) or f"{k} {was.get(k)!r}, now {now.get(k)!r}"
+             for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+    raise DeidError(f"{what} was trained with other data/options ({'; '.join(diffs)}); {fix}")
+
+
+def shared_records(train: Sequence[dict], dev: Sequence[dict]) -> None:
+    """A one-line DeidError when a dev record is also a training record (the same audio or
+    the same text): early stopping would score the training data."""
+    def keys(r: dict) -> set:
+        k = {("text", " ".join(str(r.get("text", "")).split()))}
+        if r.get("audio"):
+            k.add(("audio", os.path.abspath(os.path.join(r.get("_dir", ""), r["audio"]))))
+        return k
+
+    seen = set().union(*(keys(r) for r in train))
+    n = sum(1 for r in dev if keys(r) & seen)
+    if n:
+        raise DeidError(f"--dev shares {n} of its {len(dev)} records with --train (the same audio or text); "
+                        "early stopping would score the training data: give a dev set of other records")
+
+
+def _fingerprint(opts: FinetuneOptions, n_train: int, extra: Sequence[str], data: dict) -> dict:
+    """What makes two runs the same model: the data and every option outside :data:`RUN_ONLY`."""
+    kept = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k not in RUN_ONLY}
+    return {**kept, "extra_tokens": list(extra), "n_train": n_train, **data}
+
+
+def finished_summary(out: Path) -> dict | None:
+    """The training.json of a finished run in ``out`` (None: none there), or a one-line DeidError."""
+    try:
+        return json.loads((out / SUMMARY).read_text(encoding="utf-8")) if (out / SUMMARY).is_file() else None
+    except (OSError, ValueError):
+        raise DeidError(f"{out / SUMMARY}: unreadable; use a new --out") from None
 
 
 def _save_checkpoint(folder: Path, state: dict) -> None:
@@ -284,15 +339,22 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
     if opts.freeze_embeddings and extra_tokens:
         raise DeidError("--freeze-embeddings leaves the added tokens untrained: drop one of them")
     t_start = time.perf_counter()
+    data = {"train_data": records_hash(train), "dev_data": records_hash(dev)}
     if opts.drop_fillers:
         train, dev = [without_fillers(r) for r in train], [without_fillers(r) for r in dev]
     out = opts.out
+    ckpt_dir = out / CHECKPOINT
     if out.exists() and not out.is_dir():
         raise DeidError(f"{out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    ckpt_dir = out / CHECKPOINT
+    prior = finished_summary(out)
+    if prior is not None and not opts.resume:
+        raise DeidError(f"{out}: holds a finished model, which --no-resume would replace; use a new --out")
+    if prior is None and out.is_dir() and any(out.iterdir()) and not ckpt_dir.is_dir():
+        raise DeidError(f"{out}: not empty and not a `train` output folder (no {SUMMARY}, no {CHECKPOINT}/); "
+                        "use a new --out")
     if not opts.resume:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)  # marks OUT as a training run (unfinished until training.json)
     devc = torch_device(opts.device)
     if devc.type == "cpu":
         from deid_speech.asr.whisper import cpu_threads
@@ -365,15 +427,16 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         return max(0.0, (total_steps - step) / max(1, total_steps - opts.warmup_steps))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
-    fingerprint = _fingerprint(opts, len(train), extra_tokens)
+    fingerprint = _fingerprint(opts, len(train), extra_tokens, data)
+    if prior is not None:
+        same_run(str(out), prior.get("fingerprint"), fingerprint, "use a new --out")
     st: dict = {"step": 0, "epoch": 0, "batch": 0, "losses": [], "evals": [], "best_score": None,
                 "best_step": None, "bad_evals": 0, "stopped_early": False, "wall_s": 0.0}
     resumed_from = None
     if opts.resume and (ckpt_dir / STATE).is_file():
         saved = torch.load(ckpt_dir / STATE, map_location="cpu", weights_only=False)
-        if saved.get("fingerprint") != fingerprint:
-            raise DeidError(f"{ckpt_dir}: checkpoint of a different run ({saved.get('fingerprint')}); "
-                            "use another --out or --no-resume")
+        same_run(f"{ckpt_dir}: the checkpoint", saved.get("fingerprint"), fingerprint,
+                 "use another --out or --no-resume")
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
@@ -383,6 +446,19 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         st = saved["progress"]
         st["stopped_early"] = st.get("stopped_early", False)
         resumed_from = st["step"]
+    if prior is not None:  # a finished run: nothing to do, or extended from its checkpoint
+        done, early = (st["step"], st["stopped_early"]) if resumed_from is not None else \
+            (prior["steps"], prior["stopped_early"])
+        if done > total_steps:
+            raise DeidError(f"{out}: already trained for {done} steps, more than the {total_steps} asked; "
+                            "use a new --out")
+        if done == total_steps or early:
+            log.info(f"{out}: training finished earlier ({done} steps); nothing to do")
+            return prior
+        if resumed_from is None:
+            raise DeidError(f"{out}: finished at step {done} without a checkpoint to go on from "
+                            f"(--no-keep-checkpoint); use a new --out for {total_steps} steps")
+        (out / SUMMARY).unlink()  # the model changes: unfinished until the summary is written again
 
     wall0 = st["wall_s"]
     t_run = time.perf_counter()
@@ -468,15 +544,13 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         if st["batch"] >= len(batches):
             st["epoch"], st["batch"] = st["epoch"] + 1, 0
     if not st["evals"] or st["evals"][-1]["step"] != st["step"]:
-        evaluate()  # e.g. max_steps 0 without eval_at_start, or a resume of a finished run
+        evaluate()  # e.g. a resume of a run stopped after its last step, before its evaluation
     if not (out / "config.json").exists():
         _save_best(model, processor, out)
 
     ct2_info = None
     if opts.ct2:
         ct2_info = export_ct2(out, out / "ct2", opts.ct2_quantization)
-    if not opts.keep_checkpoint:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
     st["wall_s"] = wall0 + time.perf_counter() - t_run
     summary = {
         "base": opts.base, "out": str(out), "steps": st["step"], "total_steps": total_steps,
@@ -493,9 +567,12 @@ def finetune(train: list[dict], dev: list[dict], opts: FinetuneOptions, *,
         "extra_tokens": list(extra_tokens), "added_tokens": added,
         "vocab_size": int(model.config.vocab_size), "ct2": ct2_info,
         "encoder_cache": None if encoder is None else {"kept": encoder.keep, "fill_s": cache_s},
+        "fingerprint": fingerprint,
     }
     from deid_speech.audio import write_text_atomic
 
-    write_text_atomic(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(out / SUMMARY, json.dumps(summary, indent=2) + "\n")  # written last: training finished
+    if not opts.keep_checkpoint:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
     return summary
 

@@ -15,11 +15,18 @@ The pipeline is blank English + tok2vec + ner (:data:`DEFAULT_CONFIG`, or ``--co
 trained with fixed seeds and early stopping on the dev entity F1; the best epoch is saved
 to ``--out`` (spaCy writes ``meta.json``) with ``training.json`` (scores per epoch, seed,
 data sizes, wall time) and ``dev_examples.jsonl`` (the dev texts it was scored on).
+
+``dev_examples.jsonl`` is written first and ``training.json`` last: a folder with the first
+and not the second is an unfinished run, which the detector refuses and a rerun starts over.
+A folder with a finished model is never replaced: the same data and options again do nothing,
+other ones are refused (``training.json`` records a fingerprint of both). A dev set sharing
+records with the training set is refused.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import logging
 import random
@@ -527,6 +534,17 @@ def run(args: argparse.Namespace) -> int:
         config_text = opts.spacy_config.read_text(encoding="utf-8")
     train_rows = [r for p in args.train for r in read_records(p)]
     dev_rows = [r for p in args.dev for r in read_records(p)]
+    from deid_speech.asr.trainer import records_hash, same_run, shared_records
+
+    shared_records(train_rows, dev_rows)
+    fingerprint = {"train_data": records_hash(train_rows), "dev_data": records_hash(dev_rows),
+                   **{k: v for k, v in opts.__dict__.items() if k not in ("asr_cache", "spacy_config")},
+                   "config": hashlib.sha256(config_text.encode("utf-8")).hexdigest()[:16]}
+    prior = finished_model(args.out)
+    if prior is not None:  # the same training again: nothing to do; other training: refused
+        same_run(str(args.out), prior.get("fingerprint"), fingerprint, "use a new --out")
+        _print_summary(prior, args.out)
+        return 0
     log = logging.getLogger(__name__).info  # progress, on stderr through the CLI's handler
     train_asr: list[TextExample] = []
     dev_asr: list[TextExample] = []
@@ -541,11 +559,29 @@ def run(args: argparse.Namespace) -> int:
     dev_ex = build_examples(dev_rows, random.Random(opts.seed + 1), 1, dev_asr)
     log(f"train: {len(train_ex)} examples, dev: {len(dev_ex)}")
     info = {"inputs": {"train": [str(p) for p in args.train], "dev": [str(p) for p in args.dev]},
-            "asr_noise": bool(opts.asr_noise), "asr_model": opts.asr_model if opts.asr_noise else None}
+            "asr_noise": bool(opts.asr_noise), "asr_model": opts.asr_model if opts.asr_noise else None,
+            "fingerprint": fingerprint}
     report = train(train_ex, dev_ex, args.out, opts, config_text, info, log)
     report["wall_s_total"] = round(time.time() - t0, 1)
     (args.out / "training.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    _print_summary(report, args.out)
+    return 0
+
+
+def finished_model(out: Path) -> dict | None:
+    """The training.json of a finished `train ner` run in ``out`` (None: none, or an unfinished
+    run, which a rerun starts over), or a one-line DeidError for an ``out`` it may not write."""
+    from deid_speech.asr.trainer import finished_summary
+
+    if out.exists() and not out.is_dir():
+        raise DeidError(f"--out {out}: exists and is not a folder")
+    prior = finished_summary(out)
+    if prior is None and out.is_dir() and any(out.iterdir()) and not (out / "dev_examples.jsonl").is_file():
+        raise DeidError(f"--out {out}: not empty and not a `train ner` folder; use a new --out")
+    return prior
+
+
+def _print_summary(report: dict, out: Path) -> None:
     b = report["best_dev"]
     print(f"best epoch {report['best_epoch']}: dev P {b['ents_p']:.3f} R {b['ents_r']:.3f} F {b['ents_f']:.3f}; "
-          f"saved {args.out} ({report['wall_s_total']:.0f} s)")
-    return 0
+          f"saved {out} ({report.get('wall_s_total', report['wall_s']):.0f} s)")

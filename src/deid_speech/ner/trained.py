@@ -102,6 +102,8 @@ class TrainedNerDetector:
         if not (path / "meta.json").is_file():
             raise DeidError(f"{model}: not a trained NER folder (no meta.json); train one with "
                             "`deid-speech train ner`")
+        if (path / "dev_examples.jsonl").is_file() and not (path / "training.json").is_file():  # see ner.train
+            raise DeidError(f"{model}: its training did not finish; rerun the same `deid-speech train ner` command")
         self.nlp = load_spacy(str(path.resolve()))
         if "ner" not in self.nlp.pipe_names or not set(self.nlp.get_pipe("ner").labels) & set(LABELS):
             raise DeidError(f"{model}: this spaCy pipeline has no NER for the labels {', '.join(LABELS)}")
