@@ -421,8 +421,9 @@ def _run_cells_here(cfg: ExperimentConfig, trains: dict, tests: dict[str, Path],
                 ev = run_dir / f"eval-{system}-{test}"
                 flag = (["--ner-model", str(model), *asr_cache] if system == "cascade"
                         else ["--model", str(model), "--device", cfg.device])
+                # --overwrite: the step's own folder, which a run killed before recording the step may have filled
                 argv = ["eval", "--manifest", str(manifest), "--system", system, *flag,
-                        "--asr-model", cfg.asr_model, "--out-dir", str(ev), *prog]
+                        "--asr-model", cfg.asr_model, "--out-dir", str(ev), "--overwrite", *prog]
                 name = f"eval {system} {arm} seed {seed} {test}"
                 if only_done and name not in steps.done:
                     continue

@@ -18,6 +18,11 @@ def test_unknown_names_and_bad_paths_are_clear_errors(tmp_path, monkeypatch):
     (tmp_path / "x.bin").write_bytes(b"x")
     with pytest.raises(DeidError, match="not a Whisper model"):
         resolve_model(str(tmp_path / "x.bin"))
+    run = tmp_path / "run"  # a `train asr` run cut short: a checkpoint, no training.json yet
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "model.bin").write_bytes(b"x")
+    with pytest.raises(DeidError, match="its training did not finish; rerun the same `deid-speech train asr`"):
+        resolve_model(str(run))
 
 
 def test_hub_name_offline_fails_fast_with_a_clear_error(monkeypatch):

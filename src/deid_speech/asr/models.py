@@ -186,6 +186,13 @@ def _looks_like_path(name: str) -> bool:
             or (len(parts) == 2 and Path(parts[0]).is_dir()))
 
 
+def unfinished_training(folder: Path) -> bool:
+    """Whether ``folder`` is a Whisper trainer's run that has not finished: a checkpoint and
+    no summary yet (``asr.trainer`` writes ``training.json`` last; names kept in step with its
+    CHECKPOINT and SUMMARY, which inference does not import)."""
+    return (folder / "checkpoint").is_dir() and not (folder / "training.json").is_file()
+
+
 def resolve_model(name: str) -> ResolvedModel:
     """Map an ``--asr-model`` value to a loadable model (see module docstring)."""
     if name in ("tiny.en", "tiny-en"):
@@ -202,6 +209,10 @@ def resolve_model(name: str) -> ResolvedModel:
         return ResolvedModel("openai", p, p.stem)
     if p.is_dir():
         from deid_speech.asr.delta import is_delta, materialize
+
+        if unfinished_training(p):
+            raise DeidError(f"{p}: its training did not finish; rerun the same `deid-speech train asr` command "
+                            "to resume")
 
         if is_delta(p):
             return ResolvedModel("ct2", materialize(p), p.name)

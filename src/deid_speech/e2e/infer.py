@@ -92,7 +92,9 @@ def check_model_dir(path: str | os.PathLike) -> Path:
     p = Path(path).expanduser()
     if not p.is_dir():
         raise DeidError(f"--model {p}: no such folder (train one with `deid-speech train e2e`)")
-    if (p / "checkpoint").is_dir() and not (p / "training.json").is_file():  # asr.trainer CHECKPOINT, SUMMARY
+    from deid_speech.asr.models import unfinished_training
+
+    if unfinished_training(p):
         raise DeidError(f"--model {p}: its training did not finish; rerun the same `deid-speech train e2e` "
                         "command to resume")
     from deid_speech.e2e.shipped import is_delta, materialize
