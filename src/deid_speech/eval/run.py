@@ -66,13 +66,20 @@ def _audio_duration(path: Path, where: str) -> float | None:
         raise DeidError(f"{where}: {exc}") from None
 
 
+def _said_duration(d: dict, where) -> float | None:
+    """The ``duration`` a record or a report states (None: it states none); a one-line
+    DeidError where it is not a number of seconds."""
+    said = d.get("duration")
+    if said is not None and (isinstance(said, bool) or not isinstance(said, (int, float))):
+        raise DeidError(f"{where}: 'duration' is not a number of seconds")
+    return said
+
+
 def _checked_duration(r, where: str) -> float | None:
     """The record's audio length (the file's, else its ``duration``), its ``duration`` checked
     against the file, and every entity and word time checked to lie within it."""
     real = _audio_duration(r.audio, where)
-    said = r.raw.get("duration")
-    if said is not None and (isinstance(said, bool) or not isinstance(said, (int, float))):
-        raise DeidError(f"{where}: 'duration' is not a number of seconds")
+    said = _said_duration(r.raw, where)
     if said is not None and real is not None and abs(said - real) > TIME_TOLERANCE_S:
         raise DeidError(f"{where}: 'duration' {said:g} s, but {r.audio.name} is {real:.3f} s long")
     duration = real if real is not None else said
@@ -328,11 +335,10 @@ def _report(path: Path) -> dict:
 def _saved_duration(d: dict, item: Item, path: Path) -> float:
     """The report's audio length, which must be the manifest record's: a report of another
     recording (its ``file`` another name, its ``duration`` another length) is an error."""
-    file, said = d.get("file"), d.get("duration")
+    file = d.get("file")
     if file is not None and Path(str(file)).stem != item.audio.stem:
         raise DeidError(f"{path}: a report of {file}, not of {item.audio.name} (manifest record {item.id})")
-    if said is not None and (isinstance(said, bool) or not isinstance(said, (int, float))):
-        raise DeidError(f"{path}: 'duration' is not a number of seconds")
+    said = _said_duration(d, path)
     if said is not None and item.duration is not None and abs(said - item.duration) > TIME_TOLERANCE_S:
         raise DeidError(f"{path}: a report of {said:g} s of audio, but {item.audio.name} (manifest record "
                         f"{item.id}) is {item.duration:.3f} s: a report of another recording?")
