@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from deid_speech.audio import display_name  # text SQLite and any terminal take: non-UTF-8 bytes as \xff escapes
 from deid_speech.errors import DeidError
 from deid_speech.models import sha256
 
@@ -86,16 +87,10 @@ def changed_options(before: dict | None, now: dict) -> list[str]:
     return list(dict.fromkeys(flags))
 
 
-def text(s: str) -> str:
-    """``s`` as text SQLite and any terminal take: bytes of a file name that are not UTF-8
-    appear as ``\\xff`` escapes (as in the JSON reports), never as a UnicodeEncodeError."""
-    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
 def key(f: Path) -> str:
     """An input's key in the ledger: its absolute path, symbolic links resolved, so that
     "arch", "./arch" and "/data/arch" (or another working folder) name the same rows."""
-    return text(str(f.resolve()))
+    return display_name(str(f.resolve()))
 
 
 class Ledger:
@@ -159,7 +154,7 @@ class Ledger:
             "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, state = excluded.state, "
             "outputs = excluded.outputs, error = excluded.error, attempts = files.attempts + (excluded.state = 'running'), "
             "updated = excluded.updated, options = excluded.options",
-            (source, size, mtime_ns, digest, state, json.dumps(outputs or {}), error and text(error),
+            (source, size, mtime_ns, digest, state, json.dumps(outputs or {}), error and display_name(error),
              int(state == "running"), time.time(), json.dumps(options) if options is not None else None))
 
     def owners(self) -> dict[str, str]:
@@ -338,9 +333,9 @@ def run(args) -> int:
     files, skipped_inputs, roots = read_source(args.source)
     files, bad = unreadable(files)
     for f, why in skipped_inputs:
-        print(text(f"skipped: {f} ({why})"), file=sys.stderr)
+        print(display_name(f"skipped: {f} ({why})"), file=sys.stderr)
     for f, why in bad:
-        print(text(f"error: {f}: {why}"), file=sys.stderr)
+        print(display_name(f"error: {f}: {why}"), file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     ledger = Ledger(out / LEDGER)
     try:
@@ -356,7 +351,7 @@ def run(args) -> int:
                 if action != "skip":
                     digest = digest or sha256(f)
             except OSError as e:  # unreadable: this input fails, the others go on
-                print(text(f"error: {f}: cannot read it ({e.strerror or e})"), file=sys.stderr)
+                print(display_name(f"error: {f}: cannot read it ({e.strerror or e})"), file=sys.stderr)
                 failed += 1
                 continue
             if action == "skip":
@@ -366,11 +361,11 @@ def run(args) -> int:
                 done_before += why == "done"
                 failed_before += why != "done"
                 if why != "done":
-                    print(text(f"skipped: {f}: {why}"), file=sys.stderr)
+                    print(display_name(f"skipped: {f}: {why}"), file=sys.stderr)
                 continue
             problem = refused.get(f) or (None if args.overwrite else not_ours(f, folders[f], f in full, owners))
             if problem:  # nothing written, nothing recorded: the next run checks again
-                print(text(f"error: {problem}"), file=sys.stderr)
+                print(display_name(f"error: {problem}"), file=sys.stderr)
                 failed += 1
                 continue
             # the outputs are this input's before any is written: a kill mid-write leaves them its own
@@ -379,7 +374,7 @@ def run(args) -> int:
             claimed = plan | {str(p.resolve()) for p in every_output(f, folders[f], f in full) if _exists(p)}
             ledger.disown(claimed, key(f))
             if why.startswith("redacted before with other"):
-                print(text(f"{f}: {why}: redoing it"))
+                print(display_name(f"{f}: {why}: redoing it"))
             ledger.record(key(f), size, mtime, digest, "running", dict.fromkeys(claimed), options=options)
             todo.append((f, size, mtime, digest, claimed))
         jobs = [Job(f, folders[f], inputs, None, args.unredacted_report, f in full, args.format)
@@ -395,7 +390,7 @@ def run(args) -> int:
             results = pool.redact_jobs(jobs)
             ok = 0
             for (f, size, mtime, digest, claimed), (good, msg) in zip(todo, results):
-                print(text(msg), file=sys.stdout if good else sys.stderr)
+                print(display_name(msg), file=sys.stdout if good else sys.stderr)
                 if good:
                     outputs = {str(p.resolve()): sha256(p) for p in planned_outputs(
                         f, folders[f], f in full, args.format, args.unredacted_report) if p.is_file()}
