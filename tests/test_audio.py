@@ -138,6 +138,85 @@ def test_an_offset_is_taken_off_for_recognition_and_a_negligible_one_left_as_it_
     assert 0.03 < np.sqrt(np.mean(up ** 2)) < 0.1 and abs(float(up.mean())) < 1e-3
 
 
+def _syllables(seconds: float, level: float, seed: int = 0) -> np.ndarray:
+    """Speech-like 16 kHz noise: 0.2 s bursts of rising and falling loudness, each up to
+    12 dB under ``level`` RMS, with 0.1 s gaps."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * 16000)
+    envelope = np.zeros(n)
+    for k in range(0, n, 4800):
+        m = min(3200, n - k)
+        envelope[k: k + m] = np.hanning(3200)[:m] * 10 ** (-rng.uniform(0, 12) / 20) * np.sqrt(2)
+    return (level * rng.standard_normal(n) * envelope).astype(np.float32)
+
+
+def _db(x: np.ndarray) -> float:
+    return 20 * np.log10(float(np.sqrt(np.mean(np.asarray(x, np.float64) ** 2))))
+
+
+def test_a_passage_far_quieter_than_the_call_is_raised_to_its_level_and_the_rest_kept_as_it_was():
+    from deid_speech.audio import for_recognition, quiet_stretches
+
+    loud, quiet = _syllables(4.0, 0.1), _syllables(3.0, 0.1 * 10 ** (-50 / 20), seed=1)
+    pause = np.zeros(8000, np.float32)
+    x = np.concatenate([loud, pause, quiet, pause, loud]).astype(np.float32)
+    ((a, b, gain),) = quiet_stretches(x)
+    assert 4.0 <= a / 16000 <= 4.1 and 7.9 <= b / 16000 <= 8.0  # the pauses around it, not the loud speech
+    assert 45 < 20 * np.log10(gain) < 55
+    heard = for_recognition(x)
+    q0, q1 = int(4.5 * 16000), int(7.5 * 16000)
+    assert abs(_db(heard[q0:q1]) - _db(x[:64000])) < 6  # about as loud as the rest (was 50 dB under)
+    assert np.array_equal(heard[:64000], x[:64000]) and np.array_equal(heard[-64000:], x[-64000:])
+    assert np.abs(heard).max() < 1
+    # the gain is ramped in: no step at the edges of the stretch
+    assert np.abs(np.diff(heard[a - 10: a + 400])).max() < 0.05
+
+
+def test_pauses_a_noisy_line_and_short_sounds_are_not_raised():
+    from deid_speech.audio import for_recognition, quiet_stretches
+
+    loud = _syllables(3.0, 0.1)
+    hiss = (1e-4 * np.random.default_rng(2).standard_normal(16000)).astype(np.float32)  # a pause's floor
+    paused = np.concatenate([loud, hiss, loud, hiss, loud])
+    assert quiet_stretches(paused) == [] and for_recognition(paused) is paused
+    # a passage under the line's noise is heard by no one: nothing to raise
+    noise = (0.005 * np.random.default_rng(3).standard_normal(16000 * 9)).astype(np.float32)
+    line = noise + np.concatenate([loud, _syllables(3.0, 0.1 * 10 ** (-50 / 20), seed=4), loud])
+    assert quiet_stretches(line.astype(np.float32)) == []
+    # a quiet sound of 0.3 s (a breath, a cough far away) in a long pause is no passage
+    click = np.zeros(32000, np.float32)
+    click[8000:12800] = _syllables(0.3, 0.1 * 10 ** (-45 / 20), seed=5)
+    assert quiet_stretches(np.concatenate([loud, click, loud])) == []
+
+
+def test_a_quiet_passage_with_an_offset_of_its_own_is_raised_without_it():
+    from deid_speech.audio import for_recognition
+
+    loud = _syllables(4.0, 0.1)
+    quiet = _syllables(3.0, 0.1 * 10 ** (-50 / 20), seed=1) + np.float32(0.002)  # a louder offset than the speech
+    heard = for_recognition(np.concatenate([loud, quiet, loud]).astype(np.float32))
+    part = heard[int(4.2 * 16000): int(6.8 * 16000)]
+    assert abs(float(part.mean())) < 1e-3 and _db(part) > -35  # from -77 dB
+
+
+@pytest.mark.model
+def test_an_nric_said_50_db_under_the_call_is_found_and_beeped(tmp_path):
+    """A caller far quieter than the agent: the VAD heard no speech there, so nothing was
+    decoded or beeped (session 57's sweep). Now the passage is raised for recognition."""
+    from deid_speech import models
+    from deid_speech.pipeline import RedactConfig, Redactor
+
+    call = load(models.path("example"))
+    sr = call.sample_rate
+    x = call.samples[13 * sr: 33 * sr].copy()  # "Jason Lim", the NRIC at 6.67-9.29 s, the card
+    x[int(6.5 * sr): int(9.5 * sr)] *= 10 ** (-50 / 20)
+    result = Redactor(RedactConfig(verify=False)).redact(Audio(x, sr))
+    assert any(s.label == "NRIC" and s.start <= 6.8 and s.end >= 9.2 for s in result.spans)
+    out = result.audio.samples[:, 0] if result.audio.samples.ndim == 2 else result.audio.samples
+    frames = np.abs(out - (x[:, 0] if x.ndim == 2 else x))[int(6.67 * sr): int(9.29 * sr)].reshape(-1, sr // 100)
+    assert (frames.max(axis=1) > 1e-3).mean() > 0.95  # beeped through
+
+
 @pytest.mark.model
 @needs_flite
 def test_the_vad_hears_speech_under_a_dc_offset():

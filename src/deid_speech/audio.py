@@ -111,6 +111,12 @@ def resample(x: np.ndarray, sr_in: int, sr_out: int, block_s: float = 60.0) -> n
 
 QUIET_DBFS = -45.0  # speech this quiet is raised before recognition
 TARGET_DBFS = -25.0
+QUIET_STRETCH_DB = 30.0  # a stretch this far under the call's level ...
+QUIET_STRETCH_OVER_FLOOR_DB = 20.0  # ... that holds sound this far over its floor is raised (quiet_stretches)
+QUIET_STRETCH_SPREAD_DB = 10.0  # ... and rises and falls as speech does (hiss holds its level)
+QUIET_STRETCH_MIN_S = 1.0
+QUIET_STRETCH_SOUND_S = 0.5
+QUIET_STRETCH_MAX_GAIN_DB = 60.0
 DC_MAX = 1e-3  # a constant offset larger than this (-60 dBFS) is taken off before recognition (for_recognition)
 DITHER = 1e-4  # amplitude of :func:`dither` (-80 dBFS; about 55 dB under speech at TARGET_DBFS)
 
@@ -226,8 +232,10 @@ def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:
     """``x`` as the recogniser and the voice activity detector hear it: a constant offset
     larger than :data:`DC_MAX` taken off (:func:`dc_offset`), then quiet audio raised to a
     speech level the recogniser hears (level of the loudest 10 % of 50 ms frames under
-    :data:`QUIET_DBFS` -> :data:`TARGET_DBFS`, peaks kept under 0.99). Audio with no such
-    offset at a normal level, or digital silence, is returned as it is.
+    :data:`QUIET_DBFS` -> :data:`TARGET_DBFS`, peaks kept under 0.99), then a passage far
+    quieter than the rest of the call raised to the call's level (:func:`quiet_stretches`).
+    Audio with no such offset at a normal level and no such passage, or digital silence, is
+    returned as it is.
 
     The offset matters because the Silero VAD misses speech under one: with 0.005 (-46 dBFS)
     added, it covered 96.5 % of the word time of 60 dev utterances against 100 %, down to 43 %
@@ -240,15 +248,87 @@ def for_recognition(x: np.ndarray, sr: int = MODEL_RATE) -> np.ndarray:
     if rms.size == 0:
         return x
     level = float(np.percentile(rms, 90))
-    if level <= 0 or 20 * np.log10(level) >= QUIET_DBFS:
+    if level <= 0:
         return x
-    gain = min(10 ** ((TARGET_DBFS - 20 * np.log10(level)) / 20), 0.99 / max(float(np.abs(x).max()), 1e-12))
-    return (x * gain).astype(np.float32)
+    if 20 * np.log10(level) < QUIET_DBFS:
+        gain = min(10 ** ((TARGET_DBFS - 20 * np.log10(level)) / 20), 0.99 / max(float(np.abs(x).max()), 1e-12))
+        x = (x * gain).astype(np.float32)
+    stretches = quiet_stretches(x, sr)
+    return _raise_stretches(x, stretches, sr) if stretches else x
 
 
-def frame_rms(audio: np.ndarray, sr: int, frame_s: float = 0.01) -> np.ndarray:
+def quiet_stretches(x: np.ndarray, sr: int = MODEL_RATE, frame_s: float = 0.05) -> list[tuple[int, int, float]]:
+    """Stretches of ``x`` far quieter than the rest that still hold sound, as ``(start, end,
+    gain)`` in samples, ``gain`` the factor that brings them to the call's level
+    (:func:`for_recognition` applies it).
+
+    In 50 ms frames, each frame's mean taken off: the call's level is that of its loudest
+    10 % of frames, its floor that of its quietest 5 %. A run of at least
+    :data:`QUIET_STRETCH_MIN_S` of frames at least :data:`QUIET_STRETCH_DB` under the level
+    is a quiet stretch when at least :data:`QUIET_STRETCH_SOUND_S` of it is
+    :data:`QUIET_STRETCH_OVER_FLOOR_DB` over the floor, and that sound rises and falls as
+    speech does (its loudest and quietest tenth of frames :data:`QUIET_STRETCH_SPREAD_DB`
+    apart; a pause's hiss or hum holds its level). The run is bounded by loud frames, so it
+    takes in the pauses around the quiet passage and nothing of it is lost at its edges; its
+    first and last frame are left out (they may hold the edge of the loud speech beside it).
+
+    An NRIC turned down by 50 dB inside a call at a normal level was neither decoded nor
+    beeped: the voice activity detector heard no speech there (docs/results.md §0be).
+    Pauses hold nothing over the floor, and a noisy line leaves no room between floor +
+    20 dB and level - 30 dB, so no recording of the unseen-voice benchmark or the
+    real-speech sets has such a stretch (``bench/quiet_passage.py``); a passage quieter
+    than the line's noise is heard by no one. The gain brings the stretch's loudest 10 % of
+    frames to the call's level, at most :data:`QUIET_STRETCH_MAX_GAIN_DB`."""
+    n = max(1, int(round(frame_s * sr)))
+    rms = frame_rms(x, sr, frame_s, centred=True)
+    if rms.size == 0:
+        return []
+    db = 20 * np.log10(np.maximum(rms, 1e-6))
+    level, floor = float(np.percentile(db, 90)), float(np.percentile(db, 5))
+    if level - floor < QUIET_STRETCH_DB + QUIET_STRETCH_OVER_FLOOR_DB:
+        return []
+    quiet = np.concatenate([[False], db <= level - QUIET_STRETCH_DB, [False]])
+    edges = np.flatnonzero(np.diff(quiet.astype(np.int8)))
+    out = []
+    for a, b in zip(edges[::2], edges[1::2]):
+        run = db[a:b]
+        sound = run[run >= floor + QUIET_STRETCH_OVER_FLOOR_DB]
+        if (b - a) * frame_s < QUIET_STRETCH_MIN_S or len(sound) * frame_s < QUIET_STRETCH_SOUND_S:
+            continue
+        if float(np.percentile(sound, 90) - np.percentile(sound, 10)) < QUIET_STRETCH_SPREAD_DB:
+            continue  # a steady sound (hiss, hum): a pause, not a passage
+        gain_db = min(level - float(np.percentile(sound, 90)), QUIET_STRETCH_MAX_GAIN_DB)
+        # the frames at its edges may hold the start or the end of the loud speech beside it
+        start = (a + 1) * n if a > 0 else 0
+        end = len(x) if b == len(db) else (b - 1) * n  # a partial last frame goes with the run it ends
+        out.append((int(start), int(end), float(10 ** (gain_db / 20))))
+    return out
+
+
+def _raise_stretches(x: np.ndarray, stretches: list[tuple[int, int, float]], sr: int) -> np.ndarray:
+    """A copy of ``x`` with each stretch's own offset taken off and the stretch multiplied by
+    its gain, the gain ramped in and out over 20 ms inside the stretch (no click at its
+    edges), peaks kept under 0.99."""
+    y = np.array(x, dtype=np.float32)
+    ramp = max(1, int(0.02 * sr))
+    for a, b, gain in stretches:
+        part = y[a:b].astype(np.float64)
+        part -= part.mean() if len(part) else 0.0  # its own offset, which the call's may not be
+        peak = float(np.abs(part).max()) if len(part) else 0.0
+        gain = min(gain, 0.99 / peak) if peak > 0 else gain
+        g = np.full(len(part), gain)
+        k = min(ramp, len(part) // 2)
+        if k:
+            up = np.linspace(1.0, gain, k, endpoint=False)
+            g[:k], g[len(part) - k:] = up, up[::-1]
+        y[a:b] = (part * g).astype(np.float32)
+    return y
+
+
+def frame_rms(audio: np.ndarray, sr: int, frame_s: float = 0.01, centred: bool = False) -> np.ndarray:
     """RMS of consecutive non-overlapping frames of ``frame_s`` seconds (a partial last
-    frame is dropped); a 2-D ``(frames, channels)`` array is mixed down first. Computed a
+    frame is dropped; ``centred``: each frame's mean taken off first, so an offset is not
+    counted as sound); a 2-D ``(frames, channels)`` array is mixed down first. Computed a
     million samples at a time, so memory does not grow with the signal."""
     n = max(1, int(round(frame_s * sr)))
     count = len(audio) // n
@@ -258,7 +338,8 @@ def frame_rms(audio: np.ndarray, sr: int, frame_s: float = 0.01) -> np.ndarray:
         seg = np.asarray(audio[k * n: min(count, k + step) * n], dtype=np.float64)
         if seg.ndim == 2:
             seg = seg.mean(axis=1)
-        out[k: k + len(seg) // n] = np.sqrt((seg.reshape(-1, n) ** 2).mean(axis=1))
+        frames = seg.reshape(-1, n)
+        out[k: k + len(seg) // n] = frames.std(axis=1) if centred else np.sqrt((frames ** 2).mean(axis=1))
     return out
 
 
