@@ -269,6 +269,16 @@ def test_skip_existing_does_not_take_another_inputs_report_for_this_ones(call, t
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in before} == before
 
 
+def test_a_link_at_an_output_name_is_not_replaced_even_one_that_leads_nowhere(call, tmp_path, capsys):
+    link = call.parent / "call.redacted.json"
+    link.symlink_to(tmp_path / "nowhere.json")  # a user's link, dangling
+    assert redact_many(redactor(), [call], None) == 1
+    assert "use --overwrite" in capsys.readouterr().err
+    assert link.is_symlink() and not (call.parent / "call.redacted.wav").exists()
+    assert redact_many(redactor(), [call], None, existing="overwrite") == 0
+    assert not link.is_symlink() and json.loads(link.read_text())["spans"]
+
+
 def test_overwrite_and_skip_existing_exclude_each_other():
     with pytest.raises(SystemExit):
         _args("--overwrite", "--skip-existing")

@@ -239,13 +239,6 @@ def _outputs_intact(entry: Entry) -> bool:
         all(Path(p).is_file() and sha256(Path(p)) == h for p, h in entry.outputs.items())
 
 
-def _exists(p: Path) -> bool:
-    try:
-        return p.exists() or p.is_symlink()
-    except OSError:  # a name too long and the like: writing it will fail with the reason
-        return False
-
-
 def output_names(files: list[Path], folders: dict[Path, Path], owners: dict[str, str]) -> set[Path]:
     """The inputs whose output names keep their extension ("x.flac.redacted.flac"): one the
     ledger records with such names; a new one whose "x.redacted.json" another input with
@@ -274,11 +267,11 @@ def output_names(files: list[Path], folders: dict[Path, Path], owners: dict[str,
 def not_ours(f: Path, folder: Path, full_name: bool, owners: dict[str, str]) -> str | None:
     """Why ``f`` may not be redacted into ``folder``: an output path of it is there and the
     ledger does not record it as ``f``'s (another input's, or a file ingest did not write)."""
-    from deid_speech.pipeline import every_output
+    from deid_speech.pipeline import every_output, occupied
 
     for p in every_output(f, folder, full_name):
         owner = owners.get(str(p.resolve()))
-        if owner != key(f) and _exists(p):
+        if owner != key(f) and occupied(p):
             whose = f"the ledger has it as {owner}'s" if owner else "ingest did not write it here"
             return f"{f}: {p} already exists and is not this input's ({whose}); use --overwrite to replace it"
     return None
@@ -319,7 +312,7 @@ def run(args) -> int:
 
     from deid_speech.batch import InProcess, Job, RayPool, WorkerPool
     from deid_speech.cli import redact_config
-    from deid_speech.pipeline import Redactor, every_output, output_collisions, output_folders, planned_outputs
+    from deid_speech.pipeline import Redactor, every_output, occupied, output_collisions, output_folders, planned_outputs
 
     out = args.out_dir
     if out.exists() and not out.is_dir():
@@ -371,7 +364,7 @@ def run(args) -> int:
             # the outputs are this input's before any is written: a kill mid-write leaves them its own
             plan = {str(p.resolve()) for p in planned_outputs(f, folders[f], f in full, args.format,
                                                               args.unredacted_report)}
-            claimed = plan | {str(p.resolve()) for p in every_output(f, folders[f], f in full) if _exists(p)}
+            claimed = plan | {str(p.resolve()) for p in every_output(f, folders[f], f in full) if occupied(p)}
             ledger.disown(claimed, key(f))
             if why.startswith("redacted before with other"):
                 print(display_name(f"{f}: {why}: redoing it"))
@@ -397,7 +390,7 @@ def run(args) -> int:
                     ledger.record(key(f), size, mtime, digest, "done", outputs, options=options)
                     ok += 1
                 else:
-                    left = dict.fromkeys(p for p in claimed if _exists(Path(p)))  # a removal that failed
+                    left = dict.fromkeys(p for p in claimed if occupied(Path(p)))  # a removal that failed
                     ledger.record(key(f), size, mtime, digest, "failed", left,
                                   error=msg.removeprefix("error: ").split("\n")[0], options=options)
                     failed += 1

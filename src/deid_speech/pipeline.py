@@ -1059,6 +1059,17 @@ def planned_outputs(src: Path, out_dir: Path | None, full_name: bool = False, fo
         ([pii_report_path(src, out_dir, full_name)] if unredacted_report else [])
 
 
+def occupied(p: Path, dangling: bool = True) -> bool:
+    """Whether something is at ``p``: a file, a folder, or a link, even one that leads nowhere
+    (writing the output would replace the link; ``dangling=False``: such a link is nothing, as
+    for an output that must be there to count as written). A name the system cannot look up
+    (too long and the like) is not: writing it fails with the reason."""
+    try:
+        return p.exists() or (dangling and p.is_symlink())
+    except OSError:
+        return False
+
+
 def every_output(src: Path, out_dir: Path | None, full_name: bool = False) -> list[Path]:
     """Every file any redaction of ``src`` may have written (all formats, the clear report)."""
     from deid_speech.writers import FORMATS
@@ -1085,14 +1096,8 @@ def existing_policy(src: Path, out_dir: Path | None, full_name: bool, formats: t
     or ("refuse", why). Nothing is overwritten unless ``existing`` is "overwrite"; with
     "skip", a finished earlier redaction (every planned output there) is kept, and an
     unfinished one (no JSON: the run was killed) is redone."""
-    def exists(p: Path) -> bool:
-        try:
-            return p.exists()
-        except OSError:  # a name too long and the like: writing it will fail with the reason
-            return False
-
     plan = planned_outputs(src, out_dir, full_name, formats, unredacted_report)
-    there = [p for p in every_output(src, out_dir, full_name) if exists(p)]
+    there = [p for p in every_output(src, out_dir, full_name) if occupied(p)]
     if not there or existing == "overwrite":
         return "run", ""
     json_out = output_paths(src, out_dir, full_name)[1]
@@ -1101,10 +1106,10 @@ def existing_policy(src: Path, out_dir: Path | None, full_name: bool, formats: t
         if other is not None and Path(other).name != src.name:  # "x.flac" beside an earlier run's "x.wav"
             return "refuse", (f"{src}: {json_out} is the report of {other}, not of this input; "
                               "use --overwrite to replace it, or another --out-dir")
-        missing = [p for p in plan if not exists(p)]
+        missing = [p for p in plan if not occupied(p, dangling=False)]
         if not missing:
             return "skip", f"{src}: already redacted ({json_out} exists)"
-        if not exists(json_out):
+        if not occupied(json_out, dangling=False):
             return "run", ""  # unfinished: what an interrupted run left is redone
         return "refuse", (f"{src}: redacted earlier, but {missing[0]} is not there; "
                           "use --overwrite to redo it with the outputs asked for now")
