@@ -154,18 +154,19 @@ def _db(x: np.ndarray) -> float:
     return 20 * np.log10(float(np.sqrt(np.mean(np.asarray(x, np.float64) ** 2))))
 
 
-def test_a_passage_far_quieter_than_the_call_is_raised_to_its_level_and_the_rest_kept_as_it_was():
+@pytest.mark.parametrize("down", [25, 50])  # a far caller; a passage the VAD hears nothing in
+def test_a_passage_far_quieter_than_the_call_is_raised_to_its_level_and_the_rest_kept_as_it_was(down):
     from deid_speech.audio import for_recognition, quiet_stretches
 
-    loud, quiet = _syllables(4.0, 0.1), _syllables(3.0, 0.1 * 10 ** (-50 / 20), seed=1)
+    loud, quiet = _syllables(4.0, 0.1), _syllables(3.0, 0.1 * 10 ** (-down / 20), seed=1)
     pause = np.zeros(8000, np.float32)
     x = np.concatenate([loud, pause, quiet, pause, loud]).astype(np.float32)
     ((a, b, gain),) = quiet_stretches(x)
     assert 4.0 <= a / 16000 <= 4.1 and 7.9 <= b / 16000 <= 8.0  # the pauses around it, not the loud speech
-    assert 45 < 20 * np.log10(gain) < 55
+    assert down - 5 < 20 * np.log10(gain) < down + 5
     heard = for_recognition(x)
     q0, q1 = int(4.5 * 16000), int(7.5 * 16000)
-    assert abs(_db(heard[q0:q1]) - _db(x[:64000])) < 6  # about as loud as the rest (was 50 dB under)
+    assert abs(_db(heard[q0:q1]) - _db(x[:64000])) < 6  # about as loud as the rest
     assert np.array_equal(heard[:64000], x[:64000]) and np.array_equal(heard[-64000:], x[-64000:])
     assert np.abs(heard).max() < 1
     # the gain is ramped in: no step at the edges of the stretch

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +32,8 @@ def _db(x: np.ndarray) -> float:
 def test_each_condition_keeps_the_length_and_changes_the_level_as_it_says() -> None:
     x = _speech(3.0, 0)
     others = [_speech(2.0, k) for k in range(1, 6)]
-    out = {name: conditions.condition(x, name, np.random.default_rng(1), others) for name in conditions.CONDITIONS}
+    names = [c for c in conditions.CONDITIONS if not c.startswith("caller-")]
+    out = {name: conditions.condition(x, name, np.random.default_rng(1), others) for name in names}
     assert all(len(y) == len(x) and y.dtype == np.float32 for y in out.values())
     assert out["clean"] is x
     assert abs(_db(out["quiet"]) - (_db(x) - 30)) < 0.1
@@ -42,6 +44,17 @@ def test_each_condition_keeps_the_length_and_changes_the_level_as_it_says() -> N
     babble = out["babble"] - x
     assert 3 < _db(x) - _db(babble) < 8
     assert not np.allclose(out["amr"], x) and abs(_db(out["amr"]) - _db(x)) < 10  # 8 kHz band: noise loses its top half
+
+
+def test_a_far_caller_is_turned_down_in_the_callers_turns_only() -> None:
+    x = _speech(4.0, 0)
+    turns = [{"speaker": "agent", "start": 0.1, "end": 1.5}, {"speaker": "caller", "start": 2.0, "end": 3.5}]
+    y = conditions.condition(x, "caller-20", np.random.default_rng(0), [], turns)
+    assert np.array_equal(y[:int(1.9 * 16000)], x[:int(1.9 * 16000)])
+    part = slice(int(2.0 * 16000), int(3.5 * 16000))
+    assert abs(_db(y[part]) - (_db(x[part]) - 20)) < 0.1
+    with pytest.raises(ValueError, match="turns"):
+        conditions.condition(x, "caller-28", np.random.default_rng(0), [])
 
 
 def _manifest(tmp_path: Path, part: str) -> Path:

@@ -111,7 +111,7 @@ def resample(x: np.ndarray, sr_in: int, sr_out: int, block_s: float = 60.0) -> n
 
 QUIET_DBFS = -45.0  # speech this quiet is raised before recognition
 TARGET_DBFS = -25.0
-QUIET_STRETCH_DB = 30.0  # a stretch this far under the call's level ...
+QUIET_STRETCH_DB = 15.0  # a stretch this far under the call's level ...
 QUIET_STRETCH_OVER_FLOOR_DB = 20.0  # ... that holds sound this far over its floor is raised (quiet_stretches)
 QUIET_STRETCH_SPREAD_DB = 10.0  # ... and rises and falls as speech does (hiss holds its level)
 QUIET_STRETCH_MIN_S = 1.0
@@ -273,11 +273,12 @@ def quiet_stretches(x: np.ndarray, sr: int = MODEL_RATE, frame_s: float = 0.05) 
     first and last frame are left out (they may hold the edge of the loud speech beside it).
 
     An NRIC turned down by 50 dB inside a call at a normal level was neither decoded nor
-    beeped: the voice activity detector heard no speech there (docs/results.md §0be).
-    Pauses hold nothing over the floor, and a noisy line leaves no room between floor +
-    20 dB and level - 30 dB, so no recording of the unseen-voice benchmark or the
-    real-speech sets has such a stretch (``bench/quiet_passage.py``); a passage quieter
-    than the line's noise is heard by no one. The gain brings the stretch's loudest 10 % of
+    beeped: the voice activity detector heard no speech there; a caller 28 dB under the
+    agent lost 1.8 % of the entity time to it (docs/results.md §0be). Pauses hold nothing
+    over the floor, and a noisy line leaves little room between floor + 20 dB and
+    level - 15 dB, so no recording of the unseen-voice benchmark or the real-speech sets
+    has such a stretch (``bench/quiet_passage.py``); a passage quieter than the line's
+    noise is heard by no one. The gain brings the stretch's loudest 10 % of
     frames to the call's level, at most :data:`QUIET_STRETCH_MAX_GAIN_DB`."""
     n = max(1, int(round(frame_s * sr)))
     rms = frame_rms(x, sr, frame_s, centred=True)
