@@ -6,11 +6,12 @@ call-centre babble, music under the speech, a low-rate mobile codec, a quiet rec
         --work out/conditions --out bench/results/conditions.json
 
 The clean records of ``--manifest`` (those that did not go through the telephone line, or all
-with ``--telephone``; every ``--every``-th of them) are written again under each condition into ``WORK/<condition>/``
-(FLAC, with the manifest's words and entities: every condition keeps the times), and each set
-is scored by ``bench/dither.py --draws 1`` (draw 0: ``deid-speech eval`` of ``cascade`` and
-``cascade+verify``), its transcripts kept in ``WORK/<condition>/asr-cache.jsonl``, so a run
-that is stopped resumes. Dev parts only: the thresholds of any fix are chosen here.
+with ``--telephone``; every ``--every``-th of them) are written again under each condition into
+``WORK/<condition>/`` (FLAC, with the manifest's words and entities: every condition keeps the
+times), and each set is scored by ``bench/dither.py --draws 1`` (draw 0: ``deid-speech eval``
+of ``cascade`` and ``cascade+verify``). Its transcripts are kept in
+``WORK/<condition>/asr-cache.jsonl``, so a run that is stopped resumes; every run scores every
+set again, with the code as it is. Dev parts only: the thresholds of any fix are chosen here.
 
 Conditions (``--conditions``): ``clean`` (the records as they are), ``room`` (reverberation,
 RT60 0.7 s), ``clipped`` (20 dB of gain, clipped at full scale), ``babble`` (four other dev
@@ -134,11 +135,10 @@ def main() -> None:
     sets = build(args.manifest, args.work, args.conditions, args.every, args.telephone)
     results = {}
     for name, m in sets.items():
-        scored = m.parent / "scores.json"
-        if not scored.is_file():
-            subprocess.run([sys.executable, str(ROOT / "bench" / "dither.py"), "--manifest", str(m), "--draws", "1",
-                            "--asr-cache", str(m.parent / "asr-cache.jsonl"), "--out", str(scored)], check=True,
-                           stdout=subprocess.DEVNULL)
+        scored = m.parent / "scores.json"  # scored again each run, by this code: the decodings are cached
+        subprocess.run([sys.executable, str(ROOT / "bench" / "dither.py"), "--manifest", str(m), "--draws", "1",
+                        "--asr-cache", str(m.parent / "asr-cache.jsonl"), "--out", str(scored)], check=True,
+                       stdout=subprocess.DEVNULL)
         summary = json.loads(scored.read_text())["summary"]
         results[name] = {system: {k: summary[system][k]["mean"] for k in ("leak", "over_redaction", "recall")}
                          for system in summary if system.startswith("cascade")}
