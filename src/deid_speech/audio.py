@@ -278,7 +278,7 @@ def quiet_stretches(x: np.ndarray, sr: int = MODEL_RATE, frame_s: float = 0.05) 
     over the floor, and a noisy line leaves little room between floor + 20 dB and
     level - 15 dB, so no recording of the unseen-voice benchmark or the real-speech sets
     has such a stretch (``bench/quiet_passage.py``); a passage quieter than the line's
-    noise is heard by no one. The gain brings the stretch's loudest 10 % of
+    noise is heard by no one. The gain brings the loudest 10 % of the stretch's sound
     frames to the call's level, at most :data:`QUIET_STRETCH_MAX_GAIN_DB`."""
     n = max(1, int(round(frame_s * sr)))
     rms = frame_rms(x, sr, frame_s, centred=True)
