@@ -158,6 +158,38 @@ def test_garbled_identifiers_are_still_flagged(text, label):
     assert label in labels(text)
 
 
+@pytest.mark.parametrize("text,value", [
+    # a plate whose check letter was lost or not yet said: S or G and two letters, 2-4 digits
+    ("the grab is S J D seven five oh, wait, S J D seven oh five K, blue Prius", "S J D seven five oh"),
+    ("The grab is SJD750, wait SJD705K, blue Prius", "SJD750"),
+    ("bank changed to S J R eight eight thirty, since last month", "S J R eight eight thirty"),
+    ("our lorry is G B D two nine one four can", "G B D two nine one four"),
+    ("ok S K V four one two seven", "S K V four one two seven"),
+])
+def test_a_plate_without_its_check_letter_is_still_a_plate(text, value):
+    assert ("CAR_PLATE", value) in found(text)
+
+
+@pytest.mark.parametrize("text", [
+    "the fare is S G D fifty two only",  # a currency
+    "take bus SBS one nine oh lah",  # a bus operator's
+    "send S M S eighty eight to me",
+    "ok S J D seven then",  # one digit: too little to tell
+    "the S I A eighty eight flight",  # I and O are never plate letters
+    "the S U V twenty twenty model",
+])
+def test_a_plate_prefix_look_alike_without_a_check_letter_is_not_flagged(text):
+    assert "CAR_PLATE" not in labels(text)
+
+
+def test_an_identifier_after_a_shape_in_the_same_run_is_still_flagged():
+    # "E K sixty two M" has a plate's shape; the run's rest, "N C four four oh nine C", was
+    # hidden behind it before
+    got = found("the food book is E, K sixty two, M N C four, four oh nine C, from the other end")
+    assert ("CAR_PLATE", "E, K sixty two, M") in got
+    assert ("CAR_PLATE", "N C four, four oh nine C") in got
+
+
 def test_words_that_sound_like_letters_do_not_make_identifiers():
     assert found("are you 2 years old see") == []
 
@@ -348,6 +380,21 @@ def test_the_nearest_context_word_says_whether_a_pii_cue_names_a_number(text, fi
 
     tr = make_transcript(text)
     assert pii_cue_before(_words_span(tr, first, last, "NRIC"), tr) is pii
+
+
+def test_a_cue_the_recogniser_stretched_into_the_number_still_names_it():
+    # "POSB" held until the account's first digit (its end inside the span): the cue is
+    # before the number all the same, so a look-alike another decoding heard ("cost") does
+    # not veto it
+    from deid_speech.ner.patterns import pii_cue_before
+    from deid_speech.types import Span, Transcript
+
+    tr = Transcript.from_words([("let", 2.7, 2.9), ("it,", 2.94, 3.3), ("POSB", 3.38, 4.16), ("one", 4.16, 4.26),
+                                ("six", 4.26, 4.66), ("three", 4.66, 5.2), ("four", 5.22, 5.5)])
+    assert pii_cue_before(Span(4.01, 5.4, "BANK_ACCOUNT"), tr)
+    tr = Transcript.from_words([("the", 2.7, 2.9), ("order", 2.94, 3.3), ("number", 3.38, 4.16),
+                                ("one", 4.16, 4.26), ("six", 4.26, 4.66), ("three", 4.66, 5.2)])
+    assert not pii_cue_before(Span(4.01, 5.2, "BANK_ACCOUNT"), tr)
 
 
 @pytest.mark.parametrize("text,first,last,label,starts", [

@@ -44,6 +44,22 @@ def test_calendar_dates_are_found(det, text, date):
     assert any(date in d for d in dates), dates
 
 
+@pytest.mark.parametrize("text,date", [
+    ("um, want you back on Tuesday, fourteenth October, four blood test", "Tuesday, fourteenth October"),
+    ("see you Friday the third of May at the clinic", "Friday the third of May"),
+    ("so Saturday, 14th October can", "Saturday, 14th October"),
+])
+def test_a_weekday_said_before_a_date_is_part_of_it(det, text, date):
+    # the date grammar's own span holds the weekday, so that a decoding that heard the date
+    # alone does not refute the weekday's part of another's span
+    grammar = [s.text for s in det.detect(make_transcript(text)) if s.source == "date-grammar"]
+    assert grammar == [date]
+
+
+def test_a_weekday_alone_is_no_date(det):
+    assert [x for x in found(det, "ok see you on Sunday then, Monday also can") if x[0] == "DATE"] == []
+
+
 @pytest.mark.parametrize("text", [
     "I'll call you back tomorrow, next week can?",
     "ok lah see you later",

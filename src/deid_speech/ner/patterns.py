@@ -15,7 +15,11 @@ Rules (the written-down policy; tests in tests/ner/test_patterns.py hold them):
    digit ("SNG97W1U": a plate the recogniser garbled) is reported at a low score under
    the cue's label or the likeliest shape, also when a homophone stands inside it
    ("S 9 to 3 ..."), unless at an edge or as more than a quarter of its symbols. A letter
-   + 7 digits whose final letter was lost is an NRIC ([STFGM]) or passport ([KE]).
+   + 7 digits whose final letter was lost is an NRIC ([STFGM]) or passport ([KE]); a
+   plate's S or G prefix of three letters and 2-4 digits with nothing spelled after them
+   is a plate whose check letter was lost ("S J R eight eight thirty"; not "S G D fifty").
+   The shapes are searched in what an earlier one left: "E K sixty two M N C four four
+   oh nine C" is two identifiers.
 3. Digit stretches: 8 digits starting 6/8/9 (or 65 + that) -> PHONE; 13-19 digits
    starting 3-6 -> CREDIT_CARD; 9-12 digits -> BANK_ACCOUNT; any other stretch of 7+
    digits -> the label of the nearest cue word before it, else BANK_ACCOUNT, at a low score.
@@ -140,6 +144,11 @@ def _non_pii_context(tokens: list[str], first: int, last: int) -> bool:
     return bool(before & NON_PII_BEFORE) or bool(after & NON_PII_AFTER)
 
 
+# a plate's prefix and number with no check letter after them (:func:`_classify`): S (private
+# cars) or G (goods vehicles) and two more letters, never I or O, then 2-4 digits and nothing
+# spelled after them; not a currency, a bus operator, a tax or a message ("S G D fifty")
+PLATE_NO_CHECK_RX = re.compile(r"(?<![A-Z0-9])([SG][A-HJ-NP-Z]{2})\d{2,4}(?![A-Z0-9])")
+PLATE_PREFIX_LOOKALIKES = frozenset("SGD SBS SMS SMU SUV SPF GST GMT".split())
 _ALNUM_SHAPES = (
     ("NRIC", re.compile(r"[STFGM]\d{7}[A-Z]"), V.is_valid_nric),
     ("PASSPORT_NUM", re.compile(r"[KE]\d{7}[A-Z]"), V.is_valid_passport),
@@ -187,15 +196,27 @@ def _classify(sym: Symbols, cue: str | None) -> list[_Hit]:
         if not any(taken[m.start():m.end()]) and cue in (label, None):
             take(m.start(), m.end(), label, 0.7 if cue == label else SCORE_WEAK)
 
-    # anything else that mixes letters and digits like an identifier ("SNG97W1U", "SJ09137Z":
-    # a plate or IC the recogniser garbled): report it under the likeliest label
-    for m in re.finditer(r"[A-Z]+\d[A-Z0-9]*[A-Z]", s):
+    # a plate whose check letter was lost or not yet said ("S J R eight eight thirty", "S J D
+    # seven five oh, wait, S J D seven oh five K"): a private car's or goods vehicle's
+    # three-letter prefix and two to four digits, with nothing spelled after them
+    for m in PLATE_NO_CHECK_RX.finditer(s):
         lo, hi = m.span()
-        # a homophone inside ("S 9 to 3 ...") is allowed, but not at an edge or as a quarter of it
-        weak = sym.weak[lo:hi]
-        if hi - lo < 5 or any(taken[lo:hi]) or weak[0] or weak[-1] or 4 * sum(weak) > hi - lo:
-            continue
-        take(lo, hi, id_label(m.group(), cue), SCORE_WEAK)
+        weak = sym.weak[lo:hi]  # a homophone among the digits ("seven five oh") is allowed, once
+        if not any(taken[lo:hi]) and not any(weak[:3]) and 4 * sum(weak) <= hi - lo \
+                and m.group(1) not in PLATE_PREFIX_LOOKALIKES:
+            take(lo, hi, "CAR_PLATE", SCORE_SHAPE if cue == "CAR_PLATE" else SCORE_WEAK)
+    # anything else that mixes letters and digits like an identifier ("SNG97W1U", "SJ09137Z":
+    # a plate or IC the recogniser garbled): report it under the likeliest label; searched in
+    # each stretch no shape took, so that a shape at the start does not hide the rest ("E K
+    # sixty two M N C four four oh nine C": "EK62M" a plate's shape, "NC4409C" still reported)
+    for a, b in _free(taken):
+        for m in re.finditer(r"[A-Z]+\d[A-Z0-9]*[A-Z]", s[a:b]):
+            lo, hi = a + m.start(), a + m.end()
+            # a homophone inside ("S 9 to 3 ...") is allowed, but not at an edge or as a quarter of it
+            weak = sym.weak[lo:hi]
+            if hi - lo < 5 or weak[0] or weak[-1] or 4 * sum(weak) > hi - lo:
+                continue
+            take(lo, hi, id_label(m.group(), cue), SCORE_WEAK)
 
     for m in re.finditer(r"\d+", s):
         lo, hi = m.span()
@@ -205,6 +226,19 @@ def _classify(sym: Symbols, cue: str | None) -> list[_Hit]:
         if hit is not None:
             take(lo, hi, *hit)
     return hits
+
+
+def _free(taken: list[bool]) -> list[tuple[int, int]]:
+    """The stretches ``[a, b)`` of symbols that nothing has taken."""
+    out: list[tuple[int, int]] = []
+    a = None
+    for k, t in enumerate(taken + [True]):
+        if not t and a is None:
+            a = k
+        elif t and a is not None:
+            out.append((a, k))
+            a = None
+    return out
 
 
 def _spelled_tld(toks: list[str], k: int) -> int:
@@ -294,10 +328,15 @@ def lookalike(span: Span, transcript: Transcript) -> bool:
 def pii_cue_before(span: Span, transcript: Transcript, window: int = 3) -> bool:
     """Whether the context word nearest before ``span`` (within ``window`` words) is a cue of
     a PII label ("IC", "card", "account"; :data:`CUES`) rather than a look-alike's
-    (:data:`NON_PII_BEFORE`): "my IC S ..." is, "order number, S G ..." is not."""
+    (:data:`NON_PII_BEFORE`): "my IC S ..." is, "order number, S G ..." is not. A word that
+    begins before ``span`` is before it, though its end reaches in: the recogniser stretches
+    a cue over the pause after it ("POSB" until the account's first digit)."""
     idx = [k for k, w in enumerate(transcript.words) if w.start < span.end and span.start < w.end]
     tokens = [clean_token(w.text) for w in transcript.words]
-    for k in range(idx[0] - 1, max(-1, idx[0] - window - 1), -1) if idx else ():
+    if not idx:
+        return False
+    first = next((k for k in idx if transcript.words[k].start >= span.start), idx[-1] + 1)
+    for k in range(first - 1, max(-1, first - window - 1), -1):
         t = tokens[k]
         if security_code(tokens, k):
             return True

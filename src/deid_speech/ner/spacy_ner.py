@@ -64,8 +64,10 @@ _MONTH = r"(?:" + "|".join(MONTHS) + r")\.?"
 _CARDINAL_DAY = (r"(?:[12]?\d|3[01]|(?:twenty|thirty)(?:[ -](?:one|two|three|four|five|six|seven|eight|nine))?|"
                  "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
                  "sixteen|seventeen|eighteen|nineteen)")
+# a weekday said before a date is part of it ("Tuesday, fourteenth October")
+_WEEKDAY = r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day,? )?"
 DATE_RX = re.compile(
-    r"\b(?:(?:the )?" + _ORD + r"(?: of)? " + _MONTH + r"(?:,? " + _YEAR + r")?"
+    r"\b" + _WEEKDAY + r"(?:(?:the )?" + _ORD + r"(?: of)? " + _MONTH + r"(?:,? " + _YEAR + r")?"
     r"|(?:the )?" + _CARDINAL_DAY + r" of " + _MONTH + r"(?:,? " + _YEAR + r")?"  # "twenty nine of February"
     r"|" + _MONTH + r" (?:the )?" + _ORD + r"(?:,? " + _YEAR + r")?"
     r"|" + _MONTH + r",? " + _YEAR +
