@@ -1210,6 +1210,28 @@ def test_a_number_one_decoding_heard_named_as_a_look_alike_is_dropped_from_every
     assert kept.refuted == [] and kept.applied(spans) and kept.agreed  # every decoding found it
 
 
+def test_a_sum_another_decoding_heard_over_a_garbled_run_of_digits_is_a_look_alike():
+    """"Consultation is about thirty eight dollars fifty": the first decoder wrote "38, 15, 4, half,
+    15, 4, half, 15" and a cue before it made that an account; a pass that heard the price with
+    its unit over the same stretch, and found nothing there, makes it a look-alike. A unit no
+    number stands before ("the dollars"), a pass that found the span, or a PII cue keep it."""
+    from deid_speech.pipeline import named_lookalike
+
+    def at(text, t0=1.0):
+        return Transcript.from_words([(w, t0 + 0.3 * i, t0 + 0.3 * i + 0.25, 0.9) for i, w in enumerate(text.split())])
+
+    first = at("consultation is about 38, 15, 4, half, 15, 4, half, 15, OK")
+    price = at("consultation is about thirty eight dollars fifty before subsidy ok can send")
+    run = Span(1.9, 4.15, "BANK_ACCOUNT", 0.6, "cue-runs")
+    assert named_lookalike(run, [(first, [run]), (price, [])])
+    assert not named_lookalike(run, [(first, [run])])
+    assert not named_lookalike(run, [(first, [run]), (price, [Span(2.0, 3.0, "BANK_ACCOUNT", 0.6, "ner")])])
+    no_number = at("consultation is about the dollars and the fifty before subsidy ok can send")
+    assert not named_lookalike(run, [(first, [run]), (no_number, [])])
+    cued = at("consultation my account thirty eight dollars fifty before subsidy ok can send")
+    assert not named_lookalike(run, [(first, [run]), (price, []), (cued, [])])
+
+
 def test_speech_every_decoding_doubted_at_the_same_moment_is_redacted_as_a_name():
     """"minimum / data / double / minimum" for "Zubaidah": where the first decoding and every pass
     gave the words at one moment a probability under DOUBTED_PROB, that moment is a name; one

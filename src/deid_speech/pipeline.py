@@ -207,6 +207,22 @@ def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
     return any(clean_token(w.text) in context for w in before + transcript.words_during(span.start, span.end))
 
 
+def _priced(span: Span, transcript: Transcript) -> bool:
+    """Whether ``transcript`` heard, over ``span``, a number with its unit right after it
+    ("thirty eight dollars fifty", "nine forty pm"; the pattern detector's ``NON_PII_AFTER``):
+    a sum or a time, that another decoding garbled into a longer run of digits ("38, 15, 4,
+    half, 15, 4, half, 15")."""
+    from deid_speech.ner.patterns import NON_PII_AFTER
+    from deid_speech.spoken import TENS_WORDS, clean_token, token_symbols
+
+    def number(t: str) -> bool:
+        return clean_token(t) in TENS_WORDS or clean_token(t) in ("hundred", "thousand") \
+            or (token_symbols(t) or "x").isdigit()
+
+    words = transcript.words_during(span.start, span.end)
+    return any(clean_token(b.text) in NON_PII_AFTER and number(a.text) for a, b in zip(words, words[1:]))
+
+
 # a span's core, for asking a decoding what was said around it: its own words, not the cue or
 # the word after it that a span reaching across a pause may also touch
 CORE_TRIM = 0.15
@@ -216,7 +232,9 @@ def named_lookalike(span: Span, decodings: list[tuple[Transcript, list[Span]]]) 
     """Whether ``span`` is a number that some decoding (``decodings``: the first decoder's and
     every pass's transcript with the spans found in it) heard named as a look-alike and found
     nothing in (:func:`deid_speech.ner.patterns.lookalike`: "tracking S D X S E oh three ...",
-    "policy number L seven eight ..."), while no decoding heard a PII cue before it
+    "policy number L seven eight ..."), or heard a sum or a time over it and found nothing
+    there (:func:`_priced`: "thirty eight dollars fifty" where the first decoder wrote "38, 15,
+    4, half, 15, ..."), while no decoding heard a PII cue before it
     (:func:`~deid_speech.ner.patterns.pii_cue_before`). A decoding that misheard the context
     word ("truck is S D F G ...") found the number and kept it; the one that heard the word
     knows what it is (dev utterances: 0.7 points less over-redaction, the same leak;
@@ -229,8 +247,8 @@ def named_lookalike(span: Span, decodings: list[tuple[Transcript, list[Span]]]) 
     if span.label not in NUMBER_LABELS:
         return False
     core = replace(span, start=span.start + CORE_TRIM, end=max(span.start + CORE_TRIM + 0.05, span.end - CORE_TRIM))
-    return any(not any(core.overlaps(f) for f in found) and lookalike(core, t) for t, found in decodings) \
-        and not any(pii_cue_before(core, t) for t, _ in decodings)
+    return any(not any(core.overlaps(f) for f in found) and (lookalike(core, t) or _priced(core, t))
+               for t, found in decodings) and not any(pii_cue_before(core, t) for t, _ in decodings)
 
 
 def doubted_everywhere(transcripts: list[Transcript]) -> list[Span]:
