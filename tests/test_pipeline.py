@@ -1210,7 +1210,7 @@ def test_a_number_one_decoding_heard_named_as_a_look_alike_is_dropped_from_every
     assert kept.refuted == [] and kept.applied(spans) and kept.agreed  # every decoding found it
 
 
-def test_a_sum_another_decoding_heard_over_a_garbled_run_of_digits_is_a_look_alike():
+def test_a_sum_or_a_unit_number_another_decoding_heard_over_a_garbled_run_of_digits_is_a_look_alike():
     """"Consultation is about thirty eight dollars fifty": the first decoder wrote "38, 15, 4, half,
     15, 4, half, 15" and a cue before it made that an account; a pass that heard the price with
     its unit over the same stretch, and found nothing there, makes it a look-alike. A unit no
@@ -1230,6 +1230,17 @@ def test_a_sum_another_decoding_heard_over_a_garbled_run_of_digits_is_a_look_ali
     assert not named_lookalike(run, [(first, [run]), (no_number, [])])
     cued = at("consultation my account thirty eight dollars fifty before subsidy ok can send")
     assert not named_lookalike(run, [(first, [run]), (price, []), (cued, [])])
+    # an address's unit number heard whole by a pass, that the first decoder ran into digits
+    first = at("Yishun yes and 2 -5 -2 -2. 4 -2 -1 -2 -2. to get some")
+    unit = at("Yishun yes and unit oh five dash two two, for room, want to")
+    run = Span(1.9, 4.15, "BANK_ACCOUNT", 0.75, "patterns")
+    assert named_lookalike(run, [(first, [run]), (unit, [])])
+    # a context word a pass also writes for other words does not count inside a span:
+    # "transfer to a lot, five one seven ..." for "transfer to our OCBC, five one seven ..."
+    lot = at("pay by transfer to a lot, five one seven four eight three nine four two six")
+    assert not named_lookalike(Span(2.3, 4.6, "BANK_ACCOUNT", 0.9, "patterns"),
+                               [(at("pay by transfer to the one five one seven four eight three nine four two"), []),
+                                (lot, [])])
 
 
 def test_speech_every_decoding_doubted_at_the_same_moment_is_redacted_as_a_name():

@@ -207,20 +207,33 @@ def _lookalike_heard(span: Span, transcript: Transcript) -> bool:
     return any(clean_token(w.text) in context for w in before + transcript.words_during(span.start, span.end))
 
 
-def _priced(span: Span, transcript: Transcript) -> bool:
-    """Whether ``transcript`` heard, over ``span``, a number with its unit right after it
-    ("thirty eight dollars fifty", "nine forty pm"; the pattern detector's ``NON_PII_AFTER``):
-    a sum or a time, that another decoding garbled into a longer run of digits ("38, 15, 4,
-    half, 15, 4, half, 15")."""
+# the look-alike context words (of patterns.NON_PII_BEFORE) that _named_over trusts inside another
+# decoding's span: an address's or an order's, seldom a garble; not "lot", "room", "cost",
+# "level", "code" or "case", which a pass also writes for other words ("transfer to a lot, five
+# one seven ..." for "... our OCBC, five one seven ...")
+NAMES_A_NUMBER = frozenset("unit block blk hash # postal reference ref tracking invoice order booking quotation "
+                           "receipt member membership".split())
+
+
+def _named_over(span: Span, transcript: Transcript) -> bool:
+    """Whether ``transcript`` heard, over ``span``, a number named as a look-alike: with its
+    unit right after it ("thirty eight dollars fifty", "nine forty pm"; the pattern detector's
+    ``NON_PII_AFTER``) or a look-alike's context word right before it ("unit oh five dash two
+    two"; :data:`NAMES_A_NUMBER`), where another decoding
+    garbled the words into a longer run of digits ("38, 15, 4, half, 15, 4, half, 15", "2 -5
+    -2 -2. 4 -2 -1 -2 -2") and so found a span that reaches over that context word."""
     from deid_speech.ner.patterns import NON_PII_AFTER
     from deid_speech.spoken import TENS_WORDS, clean_token, token_symbols
 
     def number(t: str) -> bool:
         return clean_token(t) in TENS_WORDS or clean_token(t) in ("hundred", "thousand") \
-            or (token_symbols(t) or "x").isdigit()
+            or (token_symbols(t) or "x")[:1].isdigit()
 
     words = transcript.words_during(span.start, span.end)
-    return any(clean_token(b.text) in NON_PII_AFTER and number(a.text) for a, b in zip(words, words[1:]))
+    tokens = [clean_token(w.text) for w in words]
+    return any((b in NON_PII_AFTER and number(words[k].text))
+               or (a in NAMES_A_NUMBER and number(words[k + 1].text))
+               for k, (a, b) in enumerate(zip(tokens, tokens[1:])))
 
 
 # a span's core, for asking a decoding what was said around it: its own words, not the cue or
@@ -232,9 +245,9 @@ def named_lookalike(span: Span, decodings: list[tuple[Transcript, list[Span]]]) 
     """Whether ``span`` is a number that some decoding (``decodings``: the first decoder's and
     every pass's transcript with the spans found in it) heard named as a look-alike and found
     nothing in (:func:`deid_speech.ner.patterns.lookalike`: "tracking S D X S E oh three ...",
-    "policy number L seven eight ..."), or heard a sum or a time over it and found nothing
-    there (:func:`_priced`: "thirty eight dollars fifty" where the first decoder wrote "38, 15,
-    4, half, 15, ..."), while no decoding heard a PII cue before it
+    "policy number L seven eight ..."), or heard a number named so over it and found nothing
+    there (:func:`_named_over`: "thirty eight dollars fifty" where the first decoder wrote "38,
+    15, 4, half, 15, ..."), while no decoding heard a PII cue before it
     (:func:`~deid_speech.ner.patterns.pii_cue_before`). A decoding that misheard the context
     word ("truck is S D F G ...") found the number and kept it; the one that heard the word
     knows what it is (dev utterances: 0.7 points less over-redaction, the same leak;
@@ -247,7 +260,7 @@ def named_lookalike(span: Span, decodings: list[tuple[Transcript, list[Span]]]) 
     if span.label not in NUMBER_LABELS:
         return False
     core = replace(span, start=span.start + CORE_TRIM, end=max(span.start + CORE_TRIM + 0.05, span.end - CORE_TRIM))
-    return any(not any(core.overlaps(f) for f in found) and (lookalike(core, t) or _priced(core, t))
+    return any(not any(core.overlaps(f) for f in found) and (lookalike(core, t) or _named_over(core, t))
                for t, found in decodings) and not any(pii_cue_before(core, t) for t, _ in decodings)
 
 

@@ -54,6 +54,8 @@ def test_low_probability_words_extend_a_cued_run():
     "can pay now or later",
     "pay now ten dollars only",
     "pay now by card, two hundred dollars",
+    "your member number is two oh four five seven, and locker twelve",  # a gym's, no account
+    "membership number is nine one two three four",
 ])
 def test_cue_words_followed_by_ordinary_speech_or_look_alikes_stay_audible(text):
     assert found(text) == []

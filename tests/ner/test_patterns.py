@@ -128,6 +128,8 @@ def test_spoken_emails_are_detected(text, value):
     "press one then two",
     "the total is nine eight seven six five four three two dollars",
     "queue number one two three four five six seven",
+    "your member number is two oh four five seven, and locker twelve",
+    "membership number nine one two three four five six seven",
     "I'm at home now",
     "see you at the mall",
     "we are at level three",

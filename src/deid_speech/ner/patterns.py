@@ -81,7 +81,7 @@ CUES: dict[str, frozenset[str]] = {
 NON_PII_BEFORE = frozenset(
     "order reference ref tracking booking invoice ticket case block blk unit bus flight queue "
     "lot postal price cost costs $ room level floor hash # model serial parcel item receipt "
-    "transaction quotation quote voucher promo code policy".split())
+    "transaction quotation quote voucher promo code policy member membership".split())
 NON_PII_AFTER = frozenset("dollars dollar cents bucks pm am percent km kilometres".split())
 # words that announce a secret said aloud (SECRET: a PIN, a one-time password or TAC, a
 # password; found by deid_speech.ner.cue_runs, rule 10, alone); "code" after SECRET_CODE's words
