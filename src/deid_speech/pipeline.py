@@ -219,9 +219,10 @@ def _named_over(span: Span, transcript: Transcript) -> bool:
     """Whether ``transcript`` heard, over ``span``, a number named as a look-alike: with its
     unit right after it ("thirty eight dollars fifty", "nine forty pm"; the pattern detector's
     ``NON_PII_AFTER``) or a look-alike's context word right before it ("unit oh five dash two
-    two"; :data:`NAMES_A_NUMBER`), where another decoding
-    garbled the words into a longer run of digits ("38, 15, 4, half, 15, 4, half, 15", "2 -5
-    -2 -2. 4 -2 -1 -2 -2") and so found a span that reaches over that context word."""
+    two"; :data:`NAMES_A_NUMBER`). Another decoding garbled those words into a longer run of
+    digits ("38, 15, 4, half, 15, 4, half, 15", "2 -5 -2 -2. 4 -2 -1 -2 -2") and found a span
+    that reaches over the context word, so :func:`~deid_speech.ner.patterns.lookalike`, which
+    reads the words before and after a span, does not see it."""
     from deid_speech.ner.patterns import NON_PII_AFTER
     from deid_speech.spoken import TENS_WORDS, clean_token, token_symbols
 
