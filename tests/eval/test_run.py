@@ -407,3 +407,14 @@ def test_asr_cache_is_never_the_manifest_or_another_file(manifest: Path, tmp_pat
         err = capsys.readouterr().err
         assert why in err and len(err.strip().splitlines()) == 1
         assert cache.read_text() == text and not (tmp_path / "o").exists()
+
+
+def test_the_cascade_is_scored_with_the_trained_ner_that_redact_uses_unless_told_otherwise():
+    # a scratch study that called system_predictions without ner_model once read the cascade
+    # without its trained NER for the default system (docs/results.md §0bf)
+    import inspect
+
+    from deid_speech.eval.run import system_predictions
+    from deid_speech.pipeline import RedactConfig
+
+    assert inspect.signature(system_predictions).parameters["ner_model"].default == RedactConfig().ner_model

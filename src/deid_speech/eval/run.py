@@ -213,11 +213,13 @@ class SystemScore:
 
 
 def system_predictions(names: list[str], items: list[Item], asr_model: str = RECOGNISER, asr=None,
-                       options: RedactOptions = RedactOptions(), ner_model: str | None = None, e2e_model: str | None = None,
+                       options: RedactOptions = RedactOptions(), ner_model: str | None = "default",
+                       e2e_model: str | None = None,
                        e2e=None, verifier: str = VERIFIER, verifier_asr=None, uncovered: str = "beep",
                        verify_passes: int = VERIFY_PASSES) -> Iterator[tuple[Item, float, dict[str, Prediction]]]:
     """Transcribe each item once, run every system's detectors on the transcript
-    (``ner_model``: a trained NER folder added to the cascade). Systems ``e2e`` and
+    (``ner_model``: the cascade's trained NER, as ``redact --ner-model`` takes it: by default
+    the shipped one, as ``redact`` and ``eval`` run it; None: the cascade without one). Systems ``e2e`` and
     ``e2e+patterns`` are their own ASR: one end-to-end model (``e2e_model``, default the
     shipped one; or a ready ``e2e`` tagger) writes one tagged transcript of each item, which
     ``e2e+patterns`` also runs the pattern detectors over. ``cascade+verify``'s second decoder
