@@ -38,6 +38,7 @@ def test_names_are_found_including_patronymics_and_cues(det, text, name):
     ("the appointment is on March the fourth", "March the fourth"),
     ("DOB is the twenty third of December two thousand and one", "twenty third of December two thousand and one"),
     ("birthday is twenty nine of February you know", "twenty nine of February"),  # a cardinal day, said
+    ("born on the thirty first of May", "thirty first of May"),
 ])
 def test_calendar_dates_are_found(det, text, date):
     dates = [t for lab, t in found(det, text) if lab == "DATE"]
@@ -70,6 +71,8 @@ def test_a_weekday_alone_is_no_date(det):
     "the reno is another two thousand one hundred, so the total",
     "can be purchased three days two thousand or fifteen dollars",  # fast speech, garbled: a sum
     "the kids got the June camp at the community centre",
+    # no month has a thirty-second day ("... you did her kitchen last year", garbled)
+    "hi, Calvin, I got your number from N T oh, I'm in Eugene thirty second last year, I just",
 ])
 def test_relative_times_are_not_dates(det, text):
     assert [x for x in found(det, text) if x[0] == "DATE"] == []

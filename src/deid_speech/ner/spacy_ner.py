@@ -53,7 +53,7 @@ MONTHS = ("january february march april may june july august september october n
 ORDINAL_WORDS = ("first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
               "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth "
               "thirtieth").split()
-_ORD = (r"(?:(?:twenty|thirty)[ -](?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|"
+_ORD = (r"(?:twenty[ -](?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|thirty[ -]first|"
         + "|".join(ORDINAL_WORDS) + r"|\d{1,2}(?:st|nd|rd|th)?)")
 _NUMW = ("(?:" + "|".join("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
                           "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety "
@@ -92,6 +92,9 @@ _DAY_RX = re.compile(r"\b" + _DAY + r"\b", re.IGNORECASE)
 ORDINAL_NOUNS = frozenset("floor floors storey level office room time times century place row seat queue "
                           "counter person grade class lesson round attempt shift stop exit gate lane block "
                           "house child son daughter week weeks month months year years".split())
+# an ordinal past the thirty-first names no day of a month ("thirty second last year" for "... did
+# her kitchen last year")
+_NO_DAY_RX = re.compile(r"\bthirty[ -](second|third|fourth|fifth|sixth|seventh|eighth|ninth)\b", re.IGNORECASE)
 _DAY_BEFORE_NOUN_RX = re.compile(r"\b" + _DAY + r"\s+(?:(?:" + _NUMW + r"|\d+)\s+)?(?:"
                                  + "|".join(sorted(ORDINAL_NOUNS)) + r")\b", re.IGNORECASE)
 
@@ -101,11 +104,12 @@ def calendar_date(text: str) -> bool:
     seven", "2001"; not "two thousand one hundred", a sum) or a numeric date does; a month
     does with a day beside it ("March the fourth", "5 June"), not alone ("May", "the end of
     April"); an ordinal does unless every ordinal in it qualifies one of
-    :data:`ORDINAL_NOUNS` ("the fourteenth floor", "the first three years"); "today" or
-    "next week" do not."""
+    :data:`ORDINAL_NOUNS` ("the fourteenth floor", "the first three years") or is past the
+    thirty-first ("thirty second"); "today" or "next week" do not."""
     if _YEAR_RX.search(text) or _NUMERIC_DATE_RX.search(text):
         return True
     qualifying = {m.start() for m in _DAY_BEFORE_NOUN_RX.finditer(text)}
+    qualifying |= {m.start(1) for m in _NO_DAY_RX.finditer(text)}  # "thirty second": no month has it
     if any(m.start() not in qualifying for m in _DAY_RX.finditer(text)):
         return True
     return bool(_MONTH_RX.search(text)) and bool(_CARDINAL_DAY_RX.search(_MONTH_RX.sub(" ", text)))
