@@ -54,9 +54,7 @@ Rules (tests in tests/ner/test_cue_runs.py hold them):
    letters and at least four digits ("M955722", "9240K", "Pio2548078"; decades, ordinals
    and units such as "1980s", "15th", "5km" aside), and digit groups that one stray word
    or a self-correction splits but that hold at least eight digits together ("4933, 7275,
-   47736, I'm 777"), not counting a word that is a digit only by its sound ("to", "for":
-   "close to four eight, roughly eighteen to twenty two K" is a price range). Both at
-   :data:`UNCUED_SCORE`.
+   47736, I'm 777"). Both at :data:`UNCUED_SCORE`.
 7. **Dates of birth**: after "born", "birth", "birthday" or "DOB", the words up to the
    clause end (at most eight) when they hold a month, an ordinal or a year.
 8. **Emails**: after an "email" cue, the words from the first non-glue word to the last
@@ -113,8 +111,8 @@ from deid_speech.ner.patterns import (
     id_label,
 )
 from deid_speech.ner.spacy_ner import MONTHS, ORDINAL_WORDS
+from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
 from deid_speech.spoken import (
-    DIGIT_HOMOPHONES,
     REPEAT_WORDS,
     SPELLING_ALPHABET,
     TENS_WORDS,
@@ -124,7 +122,6 @@ from deid_speech.spoken import (
     spelled_letter,
     token_symbols,
 )
-from deid_speech.spoken import JOINERS as SPOKEN_JOINERS
 from deid_speech.types import Span, Transcript, Word
 
 SCORE = 0.6
@@ -874,11 +871,7 @@ class CueRunDetector:
                 k += 1
                 continue
             first, last, symbols = run
-            # digits said as digits: a word that is one only by its sound ("to", "for") does not
-            # count ("to four eight, roughly eighteen to twenty two K" is a price range)
-            digits = sum(c.isdigit() for c in symbols) - sum(
-                1 for j in range(first, last + 1)
-                if tokens[j] in SOUND_ONLY | DIGIT_HOMOPHONES.keys() and (_symbol(words[j]) or "").isdigit())
+            digits = sum(c.isdigit() for c in symbols)
             bridged = any(not _is_symbolic(w) for w in words[first:last + 1])
             if digits >= 8 and bridged and not _vetoed(tokens, first, last):
                 out.append(span_from_words(transcript, list(words[first:last + 1]), _guess_label(symbols),
