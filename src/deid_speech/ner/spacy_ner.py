@@ -108,9 +108,10 @@ def calendar_date(text: str) -> bool:
     thirty-first ("thirty second"); "today" or "next week" do not."""
     if _YEAR_RX.search(text) or _NUMERIC_DATE_RX.search(text):
         return True
-    qualifying = {m.start() for m in _DAY_BEFORE_NOUN_RX.finditer(text)}
-    qualifying |= {m.start(1) for m in _NO_DAY_RX.finditer(text)}  # "thirty second": no month has it
-    if any(m.start() not in qualifying for m in _DAY_RX.finditer(text)):
+    # ordinals that name no day: one that qualifies a noun ("the fourteenth floor"), one past the
+    # thirty-first ("thirty second")
+    no_day = {m.start() for m in _DAY_BEFORE_NOUN_RX.finditer(text)} | {m.start(1) for m in _NO_DAY_RX.finditer(text)}
+    if any(m.start() not in no_day for m in _DAY_RX.finditer(text)):
         return True
     return bool(_MONTH_RX.search(text)) and bool(_CARDINAL_DAY_RX.search(_MONTH_RX.sub(" ", text)))
 
